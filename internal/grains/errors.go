@@ -1,0 +1,96 @@
+package grains
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable error code. Codes are part of lethe's
+// public contract: the HTTP API sends them, the CLI prints them, and callers
+// branch on them. A code never changes meaning once published.
+type Code string
+
+// The codes. Their HTTP statuses live in one table in internal/api.
+const (
+	CodeInvalidArgument   Code = "invalid_argument"   // a field is malformed or out of range
+	CodeEmptyGrain        Code = "empty_grain"        // neither a triple part nor content
+	CodeTooLarge          Code = "too_large"          // a value exceeds its size limit
+	CodeInvalidScope      Code = "invalid_scope"      // a scope path is malformed
+	CodeInvalidMemory     Code = "invalid_memory"     // a memory name is malformed
+	CodeEmptySelector     Code = "empty_selector"     // a forget names nothing to forget
+	CodeNotFound          Code = "not_found"          // no such grain in this memory
+	CodeAlreadySuperseded Code = "already_superseded" // the grain already has a newer version
+	CodeConflict          Code = "conflict"           // the write would duplicate a live grain
+	CodeErased            Code = "erased"             // a key in the grain's chain was destroyed
+	CodeHeld              Code = "held"               // a legal hold forbids this destructive call
+	CodeProtected         Code = "protected"          // a policy protects the grain from this call
+	CodeUnavailable       Code = "unavailable"        // a dependency (store, KEK, log) cannot be reached
+	CodeInternal          Code = "internal"           // a bug or an invariant broken; details are logged, not returned
+)
+
+// Error is a domain error: a stable Code, the field it concerns (if any),
+// and a message that is safe to show to a client. Messages never contain
+// personal data (user ids, subjects, objects, content, tags, metadata).
+type Error struct {
+	Code    Code
+	Field   string
+	Message string
+	Hint    string
+	Err     error // the cause, for logs; never shown to clients
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if e.Field != "" {
+		msg = e.Field + ": " + msg
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with code and a formatted message. The arguments
+// must not be personal data.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldError returns an *Error about one field.
+func FieldError(code Code, field, message string) *Error {
+	return &Error{Code: code, Field: field, Message: message}
+}
+
+// Wrap returns an *Error with code and message that carries err as its
+// cause. The cause is for logs only.
+func Wrap(code Code, message string, err error) *Error {
+	return &Error{Code: code, Message: message, Err: err}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, CodeInternal
+// for any other non-nil error, and "" for nil.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// PublicMessage returns what may be shown to a client for err: the domain
+// message (without the cause) for an *Error, a fixed text otherwise.
+func PublicMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Code != CodeInternal {
+		if e.Field != "" {
+			return e.Field + ": " + e.Message
+		}
+		return e.Message
+	}
+	return "internal error"
+}

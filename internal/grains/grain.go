@@ -1,0 +1,321 @@
+// Package grains is lethe's domain: the grain record, its validation, its
+// canonical encoding, version chains and the query model. It uses the
+// standard library only; storage, keys and transport live in adapters.
+//
+// # Personal and operational fields
+//
+// A grain's personal fields (subject, relation, object, content, user_id,
+// tags, metadata) exist in clear only in memory and inside the sealed blob;
+// see [Payload]. Its operational fields (hash, memory, type, namespace,
+// scope, importance, confidence, salience, pinned, archived, timestamps,
+// retrieval statistics, chain links) are stored in clear so that policies
+// run without keys. Scope paths and namespaces are operational: they must not
+// carry personal data.
+package grains
+
+import (
+	"encoding/json"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on field sizes, in bytes.
+const (
+	MaxTripleBytes   = 2048
+	MaxContentBytes  = 64 << 10
+	MaxUserIDBytes   = 256
+	MaxTags          = 64
+	MaxTagBytes      = 128
+	MaxMetadata      = 32
+	MaxMetaKeyBytes  = 64
+	MaxMetaValBytes  = 2048
+	MaxScopeBytes    = 512
+	MaxScopeDepth    = 16
+	MaxSegmentBytes  = 64
+	MaxNamespace     = 128
+	MaxBatch         = 10000
+	DefaultMemory    = "default"
+	DefaultNamespace = "default"
+)
+
+// Types names the built-in grain types. Custom words matching typePattern
+// are accepted too.
+var Types = []string{"fact", "belief", "event", "state", "checkpoint", "observation", "goal", "caveat", "summary"}
+
+var (
+	memoryPattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	typePattern      = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	segmentPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	namespacePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	hashPattern      = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Grain is one record. Hash is the lowercase hex SHA-256 of the sealed blob
+// exactly as stored.
+type Grain struct {
+	Hash      string `json:"hash,omitempty"`
+	Memory    string `json:"memory,omitempty"`
+	Type      string `json:"type"`
+	Subject   string `json:"subject,omitempty"`
+	Relation  string `json:"relation,omitempty"`
+	Object    string `json:"object,omitempty"`
+	Content   string `json:"content,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	UserID    string `json:"user_id,omitempty"`
+
+	Tags     []string          `json:"tags,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+
+	// Importance and Confidence are in [0,1]. A zero Confidence means
+	// "not given" and is stored as 1.
+	Importance float64 `json:"importance"`
+	Confidence float64 `json:"confidence"`
+	Salience   float64 `json:"salience"`
+	Pinned     bool    `json:"pinned,omitempty"`
+	Archived   bool    `json:"archived,omitempty"`
+
+	CreatedAt       time.Time  `json:"created_at"`
+	Supersedes      string     `json:"supersedes,omitempty"`
+	SupersededBy    string     `json:"superseded_by,omitempty"`
+	LastRetrievedAt *time.Time `json:"last_retrieved_at,omitempty"`
+	RetrievalCount  int64      `json:"retrieval_count,omitempty"`
+}
+
+// Normalize fills defaults in place: memory, namespace, confidence and
+// salience; it sorts and de-duplicates tags and trims the scope's slashes.
+func (g *Grain) Normalize() {
+	if g.Memory == "" {
+		g.Memory = DefaultMemory
+	}
+	if g.Namespace == "" {
+		g.Namespace = DefaultNamespace
+	}
+	if g.Confidence == 0 {
+		g.Confidence = 1
+	}
+	if g.Salience == 0 {
+		g.Salience = 1
+	}
+	g.Scope = strings.Trim(g.Scope, "/")
+	g.Tags = normalizeTags(g.Tags)
+}
+
+func normalizeTags(tags []string) []string {
+	if len(tags) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(tags))
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		t = strings.TrimSpace(t)
+		if t == "" || seen[t] {
+			continue
+		}
+		seen[t] = true
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Validate checks a normalized grain for writing. It never mentions the
+// values of personal fields in its errors.
+func (g *Grain) Validate() error {
+	if err := ValidateMemory(g.Memory); err != nil {
+		return err
+	}
+	if !typePattern.MatchString(g.Type) {
+		return FieldError(CodeInvalidArgument, "type", "must be a lowercase word of at most 32 characters (fact, belief, event, state, checkpoint, observation, goal, caveat, summary, or a custom word)")
+	}
+	if g.Subject == "" && g.Relation == "" && g.Object == "" && g.Content == "" {
+		return &Error{Code: CodeEmptyGrain, Message: "a grain needs a subject, relation, object or content", Hint: "set subject=, relation=, object= or content="}
+	}
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{
+		{"subject", g.Subject, MaxTripleBytes},
+		{"relation", g.Relation, MaxTripleBytes},
+		{"object", g.Object, MaxTripleBytes},
+		{"content", g.Content, MaxContentBytes},
+		{"user_id", g.UserID, MaxUserIDBytes},
+	} {
+		if err := checkText(f.name, f.value, f.max); err != nil {
+			return err
+		}
+	}
+	if g.UserID != "" && strings.TrimSpace(g.UserID) != g.UserID {
+		return FieldError(CodeInvalidArgument, "user_id", "must not start or end with white space")
+	}
+	if g.Namespace != "" && !namespacePattern.MatchString(g.Namespace) {
+		return FieldError(CodeInvalidArgument, "namespace", "must be letters, digits, '.', '_', ':' or '-', at most 128 characters")
+	}
+	if err := ValidateScope(g.Scope); err != nil {
+		return err
+	}
+	if len(g.Tags) > MaxTags {
+		return FieldError(CodeTooLarge, "tags", "at most 64 tags")
+	}
+	for _, t := range g.Tags {
+		if err := checkText("tags", t, MaxTagBytes); err != nil {
+			return err
+		}
+	}
+	if len(g.Metadata) > MaxMetadata {
+		return FieldError(CodeTooLarge, "metadata", "at most 32 entries")
+	}
+	for k, v := range g.Metadata {
+		if k == "" {
+			return FieldError(CodeInvalidArgument, "metadata", "keys must not be empty")
+		}
+		if err := checkText("metadata", k, MaxMetaKeyBytes); err != nil {
+			return err
+		}
+		if err := checkText("metadata", v, MaxMetaValBytes); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		name  string
+		value float64
+	}{{"importance", g.Importance}, {"confidence", g.Confidence}, {"salience", g.Salience}} {
+		if math.IsNaN(f.value) || f.value < 0 || f.value > 1 {
+			return FieldError(CodeInvalidArgument, f.name, "must be a number in [0,1]")
+		}
+	}
+	if g.Supersedes != "" && !hashPattern.MatchString(g.Supersedes) {
+		return FieldError(CodeInvalidArgument, "supersedes", "must be a grain hash")
+	}
+	return nil
+}
+
+func checkText(field, v string, max int) error {
+	if len(v) > max {
+		return FieldError(CodeTooLarge, field, "value too large")
+	}
+	if !utf8.ValidString(v) {
+		return FieldError(CodeInvalidArgument, field, "must be valid UTF-8")
+	}
+	if strings.ContainsRune(v, 0) {
+		return FieldError(CodeInvalidArgument, field, "must not contain NUL")
+	}
+	return nil
+}
+
+// ValidateMemory checks a memory name: a lowercase word of at most 63
+// characters, letters, digits, '.', '_' and '-'.
+func ValidateMemory(name string) error {
+	if !memoryPattern.MatchString(name) {
+		return FieldError(CodeInvalidMemory, "memory", "must be 1-63 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+// ValidateScope checks a scope path ("" is the memory's root scope).
+// Segments are separated by '/', each 1-64 of letters, digits, '.', '_' and
+// '-', not starting with a punctuation mark; at most 16 segments.
+func ValidateScope(path string) error {
+	if path == "" {
+		return nil
+	}
+	if len(path) > MaxScopeBytes {
+		return FieldError(CodeInvalidScope, "scope", "path too long")
+	}
+	segs := strings.Split(path, "/")
+	if len(segs) > MaxScopeDepth {
+		return FieldError(CodeInvalidScope, "scope", "at most 16 segments")
+	}
+	for _, s := range segs {
+		if !segmentPattern.MatchString(s) {
+			return FieldError(CodeInvalidScope, "scope", "segments must be 1-64 letters, digits, '.', '_' or '-', separated by single '/'")
+		}
+	}
+	return nil
+}
+
+// ScopePrefixes returns every prefix of a scope path, shortest first:
+// "acme/prod/bot1" gives ["acme", "acme/prod", "acme/prod/bot1"]; the root
+// scope "" gives none.
+func ScopePrefixes(path string) []string {
+	if path == "" {
+		return nil
+	}
+	segs := strings.Split(path, "/")
+	out := make([]string, len(segs))
+	for i := range segs {
+		out[i] = strings.Join(segs[:i+1], "/")
+	}
+	return out
+}
+
+// InScope reports whether scope is prefix or below it. The root prefix ""
+// contains every scope.
+func InScope(scope, prefix string) bool {
+	return prefix == "" || scope == prefix || strings.HasPrefix(scope, prefix+"/")
+}
+
+// ValidHash reports whether h is a grain hash: 64 lowercase hex digits.
+func ValidHash(h string) bool { return hashPattern.MatchString(h) }
+
+// NormalizeValue is the normalisation blind tokens use for subjects,
+// relations, objects and tags: trimmed, inner white space collapsed to one
+// space, lowercased. Lookups are therefore case-insensitive.
+func NormalizeValue(v string) string {
+	return strings.ToLower(strings.Join(strings.Fields(v), " "))
+}
+
+// Payload is the sealed part of a grain: every personal field. Its JSON
+// encoding (fields in this order, map keys sorted) is canonical.
+type Payload struct {
+	Subject  string            `json:"s,omitempty"`
+	Relation string            `json:"r,omitempty"`
+	Object   string            `json:"o,omitempty"`
+	Content  string            `json:"c,omitempty"`
+	UserID   string            `json:"u,omitempty"`
+	Tags     []string          `json:"t,omitempty"`
+	Metadata map[string]string `json:"m,omitempty"`
+}
+
+// PayloadOf returns the personal fields of g.
+func PayloadOf(g *Grain) Payload {
+	return Payload{Subject: g.Subject, Relation: g.Relation, Object: g.Object, Content: g.Content,
+		UserID: g.UserID, Tags: g.Tags, Metadata: g.Metadata}
+}
+
+// Apply copies the payload's fields into g.
+func (p Payload) Apply(g *Grain) {
+	g.Subject, g.Relation, g.Object, g.Content = p.Subject, p.Relation, p.Object, p.Content
+	g.UserID, g.Tags, g.Metadata = p.UserID, p.Tags, p.Metadata
+}
+
+// Encode returns the canonical encoding of the payload.
+func (p Payload) Encode() []byte {
+	b, err := json.Marshal(p)
+	if err != nil {
+		// Marshal of strings, slices and string maps cannot fail.
+		panic("grains: payload encoding: " + err.Error())
+	}
+	return b
+}
+
+// DecodePayload parses a canonical payload.
+func DecodePayload(b []byte) (Payload, error) {
+	var p Payload
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Payload{}, Wrap(CodeInternal, "corrupt grain payload", err)
+	}
+	return p, nil
+}
+
+// DedupMaterial returns the bytes that decide whether two writes are the same
+// grain: type, namespace and the canonical payload. Two grains with equal
+// material in the same memory and scope are one grain.
+func DedupMaterial(g *Grain) []byte {
+	b := []byte(g.Type + "\x00" + g.Namespace + "\x00")
+	return append(b, PayloadOf(g).Encode()...)
+}

@@ -1,0 +1,126 @@
+package grains
+
+import "strings"
+
+// Query selects grains for recall. Every non-empty filter must match; with no
+// filter, Recall lists the memory's grains. Superseded and archived grains
+// are left out unless asked for.
+type Query struct {
+	Memory    string
+	Subject   string
+	Relation  string
+	Object    string
+	Type      string
+	Namespace string
+	// Scope is a prefix: "acme" matches acme, acme/prod and acme/prod/bot1.
+	Scope  string
+	UserID string
+	// Tags must all be present on a grain.
+	Tags []string
+
+	IncludeSuperseded bool
+	IncludeArchived   bool
+
+	// Limit bounds the page (default 100, at most 1000); Cursor is the Next
+	// of the previous page.
+	Limit  int
+	Cursor string
+}
+
+// Default and maximum page sizes.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// Normalize fills defaults in place.
+func (q *Query) Normalize() {
+	if q.Memory == "" {
+		q.Memory = DefaultMemory
+	}
+	q.Scope = strings.Trim(q.Scope, "/")
+	if q.Limit == 0 {
+		q.Limit = DefaultLimit
+	}
+	q.Tags = normalizeTags(q.Tags)
+}
+
+// Validate checks a normalized query.
+func (q *Query) Validate() error {
+	if err := ValidateMemory(q.Memory); err != nil {
+		return err
+	}
+	if err := ValidateScope(q.Scope); err != nil {
+		return err
+	}
+	if q.Limit < 0 || q.Limit > MaxLimit {
+		return FieldError(CodeInvalidArgument, "limit", "must be in [1,1000]")
+	}
+	if q.Type != "" && !typePattern.MatchString(q.Type) {
+		return FieldError(CodeInvalidArgument, "type", "not a grain type")
+	}
+	for _, f := range []struct{ name, v string }{{"subject", q.Subject}, {"relation", q.Relation}, {"object", q.Object}, {"user_id", q.UserID}} {
+		if err := checkText(f.name, f.v, MaxTripleBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Selector names grains to forget: exactly one of Hash, Hashes, Subject or
+// UserID. An empty selector is an error, never "everything".
+type Selector struct {
+	Memory  string
+	Hash    string
+	Hashes  []string
+	Subject string
+	UserID  string
+}
+
+// Validate normalizes the memory and checks that exactly one selector is set.
+func (s *Selector) Validate() error {
+	if s.Memory == "" {
+		s.Memory = DefaultMemory
+	}
+	if err := ValidateMemory(s.Memory); err != nil {
+		return err
+	}
+	n := 0
+	if s.Hash != "" {
+		n++
+		if !ValidHash(s.Hash) {
+			return FieldError(CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+		}
+	}
+	if s.Hashes != nil {
+		n++
+		if len(s.Hashes) == 0 {
+			return &Error{Code: CodeEmptySelector, Field: "hashes", Message: "an empty list selects nothing"}
+		}
+		if len(s.Hashes) > MaxBatch {
+			return FieldError(CodeTooLarge, "hashes", "at most 10000 hashes")
+		}
+		for _, h := range s.Hashes {
+			if !ValidHash(h) {
+				return FieldError(CodeInvalidArgument, "hashes", "each must be 64 lowercase hex digits")
+			}
+		}
+	}
+	if s.Subject != "" {
+		n++
+		if strings.TrimSpace(s.Subject) == "" {
+			return &Error{Code: CodeEmptySelector, Field: "subject", Message: "a blank subject selects nothing"}
+		}
+	}
+	if s.UserID != "" {
+		n++
+	}
+	switch {
+	case n == 0:
+		return &Error{Code: CodeEmptySelector, Message: "name what to forget: a hash, hashes, a subject or a user_id",
+			Hint: "an empty selector never means everything; to erase a whole user or scope use forget-user or scope-erase"}
+	case n > 1:
+		return &Error{Code: CodeInvalidArgument, Message: "give exactly one of hash, hashes, subject or user_id"}
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+// Package keys holds lethe's data-key hierarchy: one data key per memory,
+// per scope-path node and per (memory, user), each stored only wrapped by a
+// key-encryption key (KEK), and the derivations that turn a chain of them
+// into the key a grain is sealed under.
+//
+// # Hierarchy
+//
+// A grain in memory M, scope a/b, of user U is sealed under
+//
+//	HKDF-SHA256(ikm = K(M) || K(a) || K(a/b) || K(M,U), info = "lethe/grain-key/v1" || chain id)
+//
+// so destroying any one of those keys makes the grain unreadable: erasing a
+// user, a scope (and everything below it) or a memory is one key, O(1) in
+// the number of grains. Blind-index keys derive from the memory and scope
+// keys only (not the user's), so a query computes one token per scope.
+//
+// # Wrapping
+//
+// A [Wrapper] wraps data keys: [AgeWrapper] with a local age X25519
+// identity (the embedded default), or Vault transit in production. A key's
+// fingerprint is SHA-256 over a fixed label and the key; it names the key
+// in audit events and proofs and says nothing about the key.
+package keys
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+)
+
+// Kind is the level of a data key in the hierarchy.
+type Kind string
+
+// The kinds of data keys.
+const (
+	KindMemory Kind = "memory"
+	KindScope  Kind = "scope"
+	KindUser   Kind = "user"
+)
+
+// KeySize is the size of every data key in bytes.
+const KeySize = 32
+
+// Ref names a data key to a Wrapper. It carries no personal data: a user
+// key is named by its fingerprint, never by the user id.
+type Ref struct {
+	Memory      string
+	Kind        Kind
+	Fingerprint string
+}
+
+// Wrapper wraps data keys under a KEK.
+type Wrapper interface {
+	// Wrap encrypts the data key dk under the KEK and returns the wrapped
+	// form, or a non-nil error. It must not keep dk.
+	Wrap(ctx context.Context, ref Ref, dk []byte) ([]byte, error)
+	// Unwrap returns the data key of wrapped, or a non-nil error.
+	Unwrap(ctx context.Context, ref Ref, wrapped []byte) ([]byte, error)
+}
+
+// Record is a data key as stored: wrapped, with its fingerprint.
+type Record struct {
+	ID          int64
+	Memory      string
+	Kind        Kind
+	Name        string // scope path for scope keys, user ref (hex) for user keys, "" for the memory key
+	Wrapped     []byte // nil once destroyed
+	Fingerprint string
+	CreatedAt   time.Time
+	DestroyedAt *time.Time
+}
+
+// Live reports whether the key still exists.
+func (r Record) Live() bool { return r.DestroyedAt == nil && len(r.Wrapped) > 0 }
+
+// ErrNoKey is returned by a Store when no live key has the given name.
+var ErrNoKey = errors.New("no such key")
+
+// Store keeps wrapped keys. internal/store implements it.
+type Store interface {
+	// LiveKey returns the live key (memory, kind, name), or ErrNoKey.
+	LiveKey(ctx context.Context, memory string, kind Kind, name string) (Record, error)
+	// CreateKey stores r if no live key has its (memory, kind, name) and
+	// returns the live key afterwards: r with its ID, or the key another
+	// writer created first.
+	CreateKey(ctx context.Context, r Record) (Record, error)
+	// KeysByID returns the keys with the given ids, live or destroyed, in
+	// any order; missing ids are left out.
+	KeysByID(ctx context.Context, ids []int64) ([]Record, error)
+	// ScopeKeys returns the live scope keys of memory at or below prefix
+	// ("" for all).
+	ScopeKeys(ctx context.Context, memory, prefix string) ([]Record, error)
+}
+
+// NewDataKey returns a fresh random data key.
+func NewDataKey() []byte {
+	k := make([]byte, KeySize)
+	if _, err := rand.Read(k); err != nil {
+		panic("keys: crypto/rand failed: " + err.Error())
+	}
+	return k
+}
+
+// Fingerprint returns the hex SHA-256 of a fixed label and dk. It identifies
+// a key in events and proofs without revealing it.
+func Fingerprint(dk []byte) string {
+	h := sha256.New()
+	h.Write([]byte("lethe/key-fingerprint/v1\x00"))
+	h.Write(dk)
+	return hex.EncodeToString(h.Sum(nil))
+}

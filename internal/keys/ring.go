@@ -1,0 +1,341 @@
+package keys
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// Chain is the resolved key chain of one (memory, scope, user): what a grain
+// is sealed under.
+type Chain struct {
+	// ID lists the key record ids, memory first, then scope prefixes, then
+	// the user's key: "1.4.9.12". It is stored beside the grain and bound
+	// into its associated data.
+	ID string
+	// GrainKey seals grains of this chain.
+	GrainKey []byte
+	// IndexKey makes blind tokens for the chain's scope.
+	IndexKey []byte
+	// UserRef is HMAC(memory user-ref key, user id), 16 bytes; nil without a user.
+	UserRef []byte
+	// UserKeyID is the id of the user's key, 0 without a user.
+	UserKeyID int64
+}
+
+// ScopeIndex is the index key of one scope: the tokens a query computes.
+type ScopeIndex struct {
+	Scope    string
+	IndexKey []byte
+}
+
+// Keyring resolves, creates and caches data keys. It is safe for concurrent
+// use. Unwrapped keys stay in a bounded cache; Purge empties it, and callers
+// purge when any key of the store may have been destroyed.
+type Keyring struct {
+	store   Store
+	wrapper Wrapper
+	now     func() time.Time
+
+	mu     sync.Mutex
+	byID   *lru[int64, Record] // with Wrapped replaced by the unwrapped key
+	byName *lru[string, int64] // memory/kind/name -> id of the live key
+	chains *lru[string, *Chain]
+}
+
+// KeyringConfig configures a Keyring.
+type KeyringConfig struct {
+	Store   Store
+	Wrapper Wrapper
+	// CacheSize bounds each cache (default 10,000 entries).
+	CacheSize int
+}
+
+// NewKeyring returns a Keyring.
+func NewKeyring(cfg KeyringConfig) *Keyring {
+	n := cfg.CacheSize
+	if n <= 0 {
+		n = 10000
+	}
+	return &Keyring{store: cfg.Store, wrapper: cfg.Wrapper, now: time.Now,
+		byID: newLRU[int64, Record](n), byName: newLRU[string, int64](n), chains: newLRU[string, *Chain](n)}
+}
+
+// Purge drops every cached key. After it returns, no destroyed key is used
+// again by this Keyring.
+func (k *Keyring) Purge() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.byID.purge()
+	k.byName.purge()
+	k.chains.purge()
+}
+
+func nameKey(memory string, kind Kind, name string) string {
+	return memory + "\x00" + string(kind) + "\x00" + name
+}
+
+// key returns the live key (memory, kind, name) unwrapped, creating it if
+// create is set; with create unset and no key, it returns ErrNoKey.
+func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string, create bool) (Record, error) {
+	nk := nameKey(memory, kind, name)
+	k.mu.Lock()
+	if id, ok := k.byName.get(nk); ok {
+		if r, ok := k.byID.get(id); ok {
+			k.mu.Unlock()
+			return r, nil
+		}
+	}
+	k.mu.Unlock()
+
+	r, err := k.store.LiveKey(ctx, memory, kind, name)
+	if errors.Is(err, ErrNoKey) && create {
+		dk := NewDataKey()
+		fp := Fingerprint(dk)
+		wrapped, werr := k.wrapper.Wrap(ctx, Ref{Memory: memory, Kind: kind, Fingerprint: fp}, dk)
+		if werr != nil {
+			return Record{}, grains.Wrap(grains.CodeUnavailable, "key-encryption key unavailable", werr)
+		}
+		r, err = k.store.CreateKey(ctx, Record{Memory: memory, Kind: kind, Name: name, Wrapped: wrapped,
+			Fingerprint: fp, CreatedAt: k.now().UTC()})
+	}
+	if err != nil {
+		return Record{}, err
+	}
+	return k.unwrapAndCache(ctx, r, nk)
+}
+
+func (k *Keyring) unwrapAndCache(ctx context.Context, r Record, nk string) (Record, error) {
+	if !r.Live() {
+		return Record{}, grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
+	}
+	dk, err := k.wrapper.Unwrap(ctx, Ref{Memory: r.Memory, Kind: r.Kind, Fingerprint: r.Fingerprint}, r.Wrapped)
+	if err != nil {
+		return Record{}, grains.Wrap(grains.CodeUnavailable, "key-encryption key unavailable", err)
+	}
+	if !hmac.Equal([]byte(Fingerprint(dk)), []byte(r.Fingerprint)) {
+		return Record{}, grains.Errorf(grains.CodeInternal, "data key %d does not match its fingerprint", r.ID)
+	}
+	r.Wrapped = dk
+	k.mu.Lock()
+	k.byID.put(r.ID, r)
+	if nk != "" {
+		k.byName.put(nk, r.ID)
+	}
+	k.mu.Unlock()
+	return r, nil
+}
+
+// UserRef returns the blind reference of userID in memory, or ErrNoKey when
+// the memory has no key yet (so it holds no grains).
+func (k *Keyring) UserRef(ctx context.Context, memory, userID string) ([]byte, error) {
+	mk, err := k.key(ctx, memory, KindMemory, "", false)
+	if err != nil {
+		return nil, err
+	}
+	return userRef(mk.Wrapped, userID), nil
+}
+
+func userRef(memoryKey []byte, userID string) []byte {
+	m := hmac.New(sha256.New, derive("lethe/user-ref/v1", memoryKey))
+	m.Write([]byte(userID))
+	return m.Sum(nil)[:16]
+}
+
+// WriteChain returns the chain for writing a grain of (memory, scope,
+// userID), creating any key that does not exist yet.
+func (k *Keyring) WriteChain(ctx context.Context, memory, scope, userID string) (*Chain, error) {
+	ck := memory + "\x00" + scope + "\x00" + userID
+	k.mu.Lock()
+	c, ok := k.chains.get(ck)
+	k.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	mk, err := k.key(ctx, memory, KindMemory, "", true)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{strconv.FormatInt(mk.ID, 10)}
+	material := [][]byte{mk.Wrapped}
+	for _, p := range grains.ScopePrefixes(scope) {
+		sk, err := k.key(ctx, memory, KindScope, p, true)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, strconv.FormatInt(sk.ID, 10))
+		material = append(material, sk.Wrapped)
+	}
+	scopeID := strings.Join(ids, ".")
+	c = &Chain{IndexKey: derive("lethe/index-key/v1\x00"+scopeID, material...)}
+	if userID != "" {
+		c.UserRef = userRef(mk.Wrapped, userID)
+		uk, err := k.key(ctx, memory, KindUser, hex.EncodeToString(c.UserRef), true)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, strconv.FormatInt(uk.ID, 10))
+		material = append(material, uk.Wrapped)
+		c.UserKeyID = uk.ID
+	}
+	c.ID = strings.Join(ids, ".")
+	c.GrainKey = derive("lethe/grain-key/v1\x00"+c.ID, material...)
+	k.mu.Lock()
+	k.chains.put(ck, c)
+	k.mu.Unlock()
+	return c, nil
+}
+
+// GrainKey returns the key grains of chain id were sealed under, or an error
+// with code erased if any key of the chain was destroyed.
+func (k *Keyring) GrainKey(ctx context.Context, chainID string) ([]byte, error) {
+	k.mu.Lock()
+	c, ok := k.chains.get("#" + chainID)
+	k.mu.Unlock()
+	if ok {
+		return c.GrainKey, nil
+	}
+	ids, err := ParseChainID(chainID)
+	if err != nil {
+		return nil, err
+	}
+	var missing []int64
+	recs := make([]Record, len(ids))
+	k.mu.Lock()
+	for i, id := range ids {
+		if r, ok := k.byID.get(id); ok {
+			recs[i] = r
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	k.mu.Unlock()
+	if len(missing) > 0 {
+		got, err := k.store.KeysByID(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		byID := make(map[int64]Record, len(got))
+		for _, r := range got {
+			byID[r.ID] = r
+		}
+		for i, id := range ids {
+			if recs[i].ID != 0 {
+				continue
+			}
+			r, ok := byID[id]
+			if !ok {
+				return nil, grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
+			}
+			if recs[i], err = k.unwrapAndCache(ctx, r, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	material := make([][]byte, len(recs))
+	for i, r := range recs {
+		material[i] = r.Wrapped
+	}
+	gk := derive("lethe/grain-key/v1\x00"+chainID, material...)
+	k.mu.Lock()
+	k.chains.put("#"+chainID, &Chain{ID: chainID, GrainKey: gk})
+	k.mu.Unlock()
+	return gk, nil
+}
+
+// ParseChainID parses a chain id ("1.4.9").
+func ParseChainID(chainID string) ([]int64, error) {
+	parts := strings.Split(chainID, ".")
+	ids := make([]int64, len(parts))
+	for i, p := range parts {
+		id, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, grains.Errorf(grains.CodeInternal, "corrupt key chain id")
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+// IndexKeys returns the index key of every scope at or below prefix that has
+// a key (with the root scope "" when prefix is ""): the tokens a query must
+// compute. A memory without a key yields none.
+func (k *Keyring) IndexKeys(ctx context.Context, memory, prefix string) ([]ScopeIndex, error) {
+	mk, err := k.key(ctx, memory, KindMemory, "", false)
+	if errors.Is(err, ErrNoKey) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	scopes, err := k.store.ScopeKeys(ctx, memory, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []ScopeIndex
+	if prefix == "" {
+		out = append(out, ScopeIndex{Scope: "", IndexKey: derive("lethe/index-key/v1\x00"+strconv.FormatInt(mk.ID, 10), mk.Wrapped)})
+	}
+	recs := make(map[string]Record, len(scopes))
+	for _, r := range scopes {
+		recs[r.Name] = r
+	}
+	for _, s := range scopes {
+		c, err := k.scopeIndex(ctx, mk, s.Name, recs)
+		if err != nil {
+			if grains.ErrorCode(err) == grains.CodeErased {
+				continue // a prefix was erased between the two reads: nothing below it is readable
+			}
+			return nil, err
+		}
+		out = append(out, ScopeIndex{Scope: s.Name, IndexKey: c})
+	}
+	return out, nil
+}
+
+func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs map[string]Record) ([]byte, error) {
+	ck := "idx\x00" + mk.Memory + "\x00" + scope
+	k.mu.Lock()
+	c, ok := k.chains.get(ck)
+	k.mu.Unlock()
+	if ok {
+		return c.IndexKey, nil
+	}
+	ids := []string{strconv.FormatInt(mk.ID, 10)}
+	material := [][]byte{mk.Wrapped}
+	for _, p := range grains.ScopePrefixes(scope) {
+		r, ok := recs[p]
+		if !ok {
+			return nil, grains.Errorf(grains.CodeErased, "a scope key was erased")
+		}
+		nk := nameKey(mk.Memory, KindScope, p)
+		k.mu.Lock()
+		cached, hit := k.byID.get(r.ID)
+		k.mu.Unlock()
+		if !hit {
+			var err error
+			if cached, err = k.unwrapAndCache(ctx, r, nk); err != nil {
+				return nil, err
+			}
+		}
+		ids = append(ids, strconv.FormatInt(r.ID, 10))
+		material = append(material, cached.Wrapped)
+	}
+	ik := derive("lethe/index-key/v1\x00"+strings.Join(ids, "."), material...)
+	k.mu.Lock()
+	k.chains.put(ck, &Chain{IndexKey: ik})
+	k.mu.Unlock()
+	return ik, nil
+}
+
+// String describes the keyring.
+func (k *Keyring) String() string { return fmt.Sprintf("keyring(%v)", k.wrapper) }

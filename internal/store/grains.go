@@ -1,0 +1,384 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"gorm.io/gorm"
+
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// chunk bounds the number of bound parameters per statement.
+const chunk = 500
+
+// InsertGrains stores rows of one memory in one transaction and returns
+// their hashes in order. A row whose (scope, dedup token) matches a live
+// grain, or an earlier row of the batch, is not stored: its slot gets the
+// existing hash. The rows' Tags are stored with them.
+func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow) ([]string, error) {
+	var out []string
+	// A concurrent writer of the same content can win the unique index
+	// between our read and our insert: retry, and the read finds its row.
+	for attempt := 0; ; attempt++ {
+		err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var err error
+			out, err = insertGrains(tx, memory, rows)
+			return err
+		})
+		if err == nil || !errors.Is(err, errDuplicate) || attempt == 2 {
+			return out, translate(err, "insert grains")
+		}
+	}
+}
+
+func dedupKey(scope string, tok []byte) string { return scope + "\x00" + string(tok) }
+
+func insertGrains(tx *gorm.DB, memory string, rows []*GrainRow) ([]string, error) {
+	out := make([]string, len(rows))
+	existing := make(map[string]string)
+	toks := make([][]byte, 0, len(rows))
+	for _, r := range rows {
+		toks = append(toks, r.DedupTok)
+	}
+	for i := 0; i < len(toks); i += chunk {
+		var found []GrainRow
+		err := tx.Select("hash", "scope", "dedup_tok").
+			Where("memory = ? AND superseded_by = '' AND dedup_tok IN ?", memory, toks[i:min(i+chunk, len(toks))]).
+			Find(&found).Error
+		if err != nil {
+			return nil, translate(err, "read grains")
+		}
+		for _, f := range found {
+			existing[dedupKey(f.Scope, f.DedupTok)] = f.Hash
+		}
+	}
+	fresh := make([]*GrainRow, 0, len(rows))
+	for i, r := range rows {
+		k := dedupKey(r.Scope, r.DedupTok)
+		if h, ok := existing[k]; ok {
+			out[i] = h
+			continue
+		}
+		existing[k] = r.Hash
+		out[i] = r.Hash
+		fresh = append(fresh, r)
+	}
+	if len(fresh) == 0 {
+		return out, nil
+	}
+	if err := tx.CreateInBatches(fresh, chunk).Error; err != nil {
+		return nil, translate(err, "insert grains")
+	}
+	var tags []TagRow
+	for _, r := range fresh {
+		for _, t := range r.Tags {
+			tags = append(tags, TagRow{GrainID: r.ID, Token: t.Token, Memory: memory})
+		}
+	}
+	if len(tags) > 0 {
+		if err := tx.CreateInBatches(tags, chunk).Error; err != nil {
+			return nil, translate(err, "insert tags")
+		}
+	}
+	return out, nil
+}
+
+// GrainByHash returns the grain with hash in memory, or a not_found error.
+func (db *DB) GrainByHash(ctx context.Context, memory, hash string) (*GrainRow, error) {
+	var rows []GrainRow
+	if err := db.gorm.WithContext(ctx).Where("hash = ? AND memory = ?", hash, memory).Limit(1).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read grain")
+	}
+	if len(rows) == 0 {
+		return nil, grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", hash, memory)
+	}
+	return &rows[0], nil
+}
+
+// GrainsByHashes returns the grains of memory with the given hashes, in no
+// particular order; unknown hashes are left out.
+func (db *DB) GrainsByHashes(ctx context.Context, memory string, hashes []string) ([]GrainRow, error) {
+	var out []GrainRow
+	for i := 0; i < len(hashes); i += chunk {
+		var rows []GrainRow
+		if err := db.gorm.WithContext(ctx).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&rows).Error; err != nil {
+			return nil, translate(err, "read grains")
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// Filter selects grain rows. Token lists hold one token per scope the query
+// covers; a row matches a field when its token is any of them. A nil list
+// does not filter; an empty non-nil list matches nothing.
+type Filter struct {
+	Memory      string
+	Subject     [][]byte
+	Relation    [][]byte
+	Object      [][]byte
+	Tags        [][][]byte // every tag must match
+	UserRef     []byte
+	Type        string
+	Namespace   string
+	ScopePrefix string
+
+	IncludeSuperseded bool
+	IncludeArchived   bool
+
+	// BeforeID pages backwards: only rows with a smaller id (0: from the newest).
+	BeforeID int64
+	// Limit bounds the rows returned (0: no bound).
+	Limit int
+}
+
+func (f *Filter) empty() bool {
+	for _, l := range [][][]byte{f.Subject, f.Relation, f.Object} {
+		if l != nil && len(l) == 0 {
+			return true
+		}
+	}
+	for _, l := range f.Tags {
+		if len(l) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (db *DB) where(tx *gorm.DB, f *Filter) *gorm.DB {
+	q := tx.Where("memory = ?", f.Memory)
+	if f.Subject != nil {
+		q = q.Where("s_tok IN ?", f.Subject)
+	}
+	if f.Relation != nil {
+		q = q.Where("r_tok IN ?", f.Relation)
+	}
+	if f.Object != nil {
+		q = q.Where("o_tok IN ?", f.Object)
+	}
+	for _, t := range f.Tags {
+		q = q.Where("id IN (SELECT grain_id FROM grain_tags WHERE memory = ? AND token IN ?)", f.Memory, t)
+	}
+	if f.UserRef != nil {
+		q = q.Where("user_ref = ?", f.UserRef)
+	}
+	if f.Type != "" {
+		q = q.Where("type = ?", f.Type)
+	}
+	if f.Namespace != "" {
+		q = q.Where("namespace = ?", f.Namespace)
+	}
+	if f.ScopePrefix != "" {
+		cond, args := db.underPrefix("scope", f.ScopePrefix)
+		q = q.Where(cond, args...)
+	}
+	if !f.IncludeSuperseded {
+		q = q.Where("superseded_by = ''")
+	}
+	if !f.IncludeArchived {
+		q = q.Where("archived = ?", false)
+	}
+	if f.BeforeID > 0 {
+		q = q.Where("id < ?", f.BeforeID)
+	}
+	return q
+}
+
+// FindGrains returns the rows matching f, newest first.
+func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
+	if f.empty() {
+		return nil, nil
+	}
+	q := db.where(db.gorm.WithContext(ctx), &f).Order("id DESC")
+	if f.Limit > 0 {
+		q = q.Limit(f.Limit)
+	}
+	var rows []GrainRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, translate(err, "find grains")
+	}
+	return rows, nil
+}
+
+// Supersede marks old (in memory) as superseded by next and stores next, in
+// one transaction. It fails with already_superseded if old has a newer
+// version, and with conflict if next duplicates a live grain.
+func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *GrainRow) error {
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ? AND superseded_by = ''", memory, oldHash).
+			Update("superseded_by", next.Hash)
+		if res.Error != nil {
+			return translate(res.Error, "supersede grain")
+		}
+		if res.RowsAffected != 1 {
+			var n int64
+			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ?", memory, oldHash).Count(&n).Error; err != nil {
+				return translate(err, "supersede grain")
+			}
+			if n == 0 {
+				return grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", oldHash, memory)
+			}
+			return &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
+				Hint: "supersede the newest version; see its history"}
+		}
+		out, err := insertGrains(tx, memory, []*GrainRow{next})
+		if err != nil {
+			return err
+		}
+		if out[0] != next.Hash {
+			return &grains.Error{Code: grains.CodeConflict, Message: "an identical live grain exists: " + out[0]}
+		}
+		return nil
+	})
+	if errors.Is(err, errDuplicate) {
+		return &grains.Error{Code: grains.CodeConflict, Message: "an identical live grain was written concurrently"}
+	}
+	return translate(err, "supersede grain")
+}
+
+// chainRow is what chain walks read.
+type chainRow struct {
+	ID           int64
+	Hash         string
+	Supersedes   string
+	SupersededBy string
+}
+
+// Chain returns every version of hash's chain in memory, newest first.
+func (db *DB) Chain(ctx context.Context, memory, hash string) ([]GrainRow, error) {
+	start, err := db.GrainByHash(ctx, memory, hash)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{start.Hash: true}
+	head := *start
+	for head.SupersededBy != "" && !seen[head.SupersededBy] {
+		next, err := db.GrainByHash(ctx, memory, head.SupersededBy)
+		if grains.ErrorCode(err) == grains.CodeNotFound {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		seen[next.Hash] = true
+		head = *next
+	}
+	out := []GrainRow{head}
+	visited := map[string]bool{head.Hash: true}
+	for cur := head; cur.Supersedes != "" && !visited[cur.Supersedes]; {
+		prev, err := db.GrainByHash(ctx, memory, cur.Supersedes)
+		if grains.ErrorCode(err) == grains.CodeNotFound {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		visited[prev.Hash] = true
+		out = append(out, *prev)
+		cur = *prev
+	}
+	return out, nil
+}
+
+// Deletion says what a delete removed: the hashes, sorted.
+type Deletion struct {
+	Hashes []string
+}
+
+// DeleteHashes deletes the grains of memory with the given hashes and every
+// version of their chains, with their tag tokens, in one transaction.
+func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string) (*Deletion, error) {
+	var del *Deletion
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var seeds []chainRow
+		for i := 0; i < len(hashes); i += chunk {
+			var r []chainRow
+			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&r).Error; err != nil {
+				return translate(err, "read grains")
+			}
+			seeds = append(seeds, r...)
+		}
+		var err error
+		del, err = deleteChains(tx, memory, seeds)
+		return err
+	})
+	return del, translate(err, "delete grains")
+}
+
+// DeleteWhere deletes every grain of f.Memory matching f (superseded and
+// archived included, whatever f says) and every version of their chains.
+func (db *DB) DeleteWhere(ctx context.Context, f Filter) (*Deletion, error) {
+	if f.empty() {
+		return &Deletion{}, nil
+	}
+	f.IncludeArchived, f.IncludeSuperseded, f.Limit, f.BeforeID = true, true, 0, 0
+	var del *Deletion
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var seeds []chainRow
+		if err := db.where(tx.Model(&GrainRow{}), &f).Find(&seeds).Error; err != nil {
+			return translate(err, "find grains")
+		}
+		var err error
+		del, err = deleteChains(tx, f.Memory, seeds)
+		return err
+	})
+	return del, translate(err, "delete grains")
+}
+
+// deleteChains closes seeds over their version chains and deletes them all.
+func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, error) {
+	ids := make(map[string]int64, len(seeds))
+	var frontier []string
+	add := func(r chainRow) {
+		if _, ok := ids[r.Hash]; ok {
+			return
+		}
+		ids[r.Hash] = r.ID
+		for _, h := range []string{r.Supersedes, r.SupersededBy} {
+			if h != "" {
+				frontier = append(frontier, h)
+			}
+		}
+	}
+	for _, s := range seeds {
+		add(s)
+	}
+	for len(frontier) > 0 {
+		var next []string
+		for _, h := range frontier {
+			if _, ok := ids[h]; !ok {
+				next = append(next, h)
+			}
+		}
+		frontier = nil
+		for i := 0; i < len(next); i += chunk {
+			var r []chainRow
+			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ?", memory, next[i:min(i+chunk, len(next))]).Find(&r).Error; err != nil {
+				return nil, translate(err, "read chain")
+			}
+			for _, x := range r {
+				add(x)
+			}
+		}
+	}
+	del := &Deletion{Hashes: make([]string, 0, len(ids))}
+	idList := make([]int64, 0, len(ids))
+	for h, id := range ids {
+		del.Hashes = append(del.Hashes, h)
+		idList = append(idList, id)
+	}
+	sort.Strings(del.Hashes)
+	for i := 0; i < len(idList); i += chunk {
+		part := idList[i:min(i+chunk, len(idList))]
+		if err := tx.Where("grain_id IN ?", part).Delete(&TagRow{}).Error; err != nil {
+			return nil, translate(err, "delete tags")
+		}
+		if err := tx.Where("id IN ?", part).Delete(&GrainRow{}).Error; err != nil {
+			return nil, translate(err, "delete grains")
+		}
+	}
+	return del, nil
+}

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm/clause"
+
+	"github.com/lethe-io/lethe/internal/keys"
+)
+
+var _ keys.Store = (*DB)(nil)
+
+func toRecord(r KeyRow) keys.Record {
+	rec := keys.Record{ID: r.ID, Memory: r.Memory, Kind: keys.Kind(r.Kind), Name: r.Name, Wrapped: r.Wrapped,
+		Fingerprint: r.Fingerprint, CreatedAt: time.UnixMicro(r.CreatedUS).UTC()}
+	if r.DestroyedUS != 0 {
+		t := time.UnixMicro(r.DestroyedUS).UTC()
+		rec.DestroyedAt = &t
+	}
+	return rec
+}
+
+// LiveKey returns the live key (memory, kind, name), or keys.ErrNoKey.
+func (db *DB) LiveKey(ctx context.Context, memory string, kind keys.Kind, name string) (keys.Record, error) {
+	var rows []KeyRow
+	err := db.gorm.WithContext(ctx).Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", memory, string(kind), name).
+		Limit(1).Find(&rows).Error
+	if err != nil {
+		return keys.Record{}, translate(err, "read data key")
+	}
+	if len(rows) == 0 {
+		return keys.Record{}, keys.ErrNoKey
+	}
+	return toRecord(rows[0]), nil
+}
+
+// CreateKey stores r unless a live key of the same name exists, and returns
+// the live key.
+func (db *DB) CreateKey(ctx context.Context, r keys.Record) (keys.Record, error) {
+	row := KeyRow{Memory: r.Memory, Kind: string(r.Kind), Name: r.Name, Wrapped: r.Wrapped,
+		Fingerprint: r.Fingerprint, CreatedUS: r.CreatedAt.UnixMicro()}
+	res := db.gorm.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+	if res.Error != nil {
+		return keys.Record{}, translate(res.Error, "create data key")
+	}
+	if res.RowsAffected == 1 && row.ID != 0 {
+		return toRecord(row), nil
+	}
+	return db.LiveKey(ctx, r.Memory, r.Kind, r.Name)
+}
+
+// KeysByID returns the keys with the given ids.
+func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) {
+	var rows []KeyRow
+	if err := db.gorm.WithContext(ctx).Where("id IN ?", ids).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read data keys")
+	}
+	out := make([]keys.Record, len(rows))
+	for i, r := range rows {
+		out[i] = toRecord(r)
+	}
+	return out, nil
+}
+
+// ScopeKeys returns the live scope keys of memory at or below prefix.
+func (db *DB) ScopeKeys(ctx context.Context, memory, prefix string) ([]keys.Record, error) {
+	q := db.gorm.WithContext(ctx).Where("memory = ? AND kind = ? AND destroyed_us = 0", memory, string(keys.KindScope))
+	if prefix != "" {
+		cond, args := db.underPrefix("name", prefix)
+		q = q.Where(cond, args...)
+	}
+	var rows []KeyRow
+	if err := q.Order("name").Find(&rows).Error; err != nil {
+		return nil, translate(err, "read scope keys")
+	}
+	out := make([]keys.Record, len(rows))
+	for i, r := range rows {
+		out[i] = toRecord(r)
+	}
+	return out, nil
+}

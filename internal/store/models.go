@@ -1,0 +1,60 @@
+package store
+
+// GrainRow is a stored grain. Personal fields exist only inside Blob; the
+// token columns are 16-byte blind tokens (nil when the field is empty).
+type GrainRow struct {
+	ID              int64   `gorm:"primaryKey;autoIncrement"`
+	Hash            string  `gorm:"size:64;not null;uniqueIndex:idx_grains_hash"`
+	Memory          string  `gorm:"size:64;not null;index:idx_grains_scope,priority:1;index:idx_grains_sro,priority:1;index:idx_grains_ros,priority:1;index:idx_grains_osr,priority:1;index:idx_grains_user,priority:1;index:idx_grains_ns,priority:1"`
+	Type            string  `gorm:"size:32;not null"`
+	Namespace       string  `gorm:"size:128;not null;index:idx_grains_ns,priority:2"`
+	Scope           string  `gorm:"size:512;not null;index:idx_grains_scope,priority:2"`
+	Importance      float64 `gorm:"not null"`
+	Confidence      float64 `gorm:"not null"`
+	Salience        float64 `gorm:"not null"`
+	Pinned          bool    `gorm:"not null"`
+	Archived        bool    `gorm:"not null"`
+	CreatedUS       int64   `gorm:"column:created_us;not null"`
+	LastRetrievedUS int64   `gorm:"column:last_retrieved_us;not null"`
+	RetrievalCount  int64   `gorm:"not null"`
+	Supersedes      string  `gorm:"size:64;not null"`
+	SupersededBy    string  `gorm:"size:64;not null"`
+	KeyChain        string  `gorm:"size:256;not null"`
+	UserKeyID       int64   `gorm:"not null;index:idx_grains_userkey"`
+	UserRef         []byte  `gorm:"index:idx_grains_user,priority:2"`
+	SubjectTok      []byte  `gorm:"column:s_tok;index:idx_grains_sro,priority:2;index:idx_grains_ros,priority:4;index:idx_grains_osr,priority:3"`
+	RelationTok     []byte  `gorm:"column:r_tok;index:idx_grains_sro,priority:3;index:idx_grains_ros,priority:2;index:idx_grains_osr,priority:4"`
+	ObjectTok       []byte  `gorm:"column:o_tok;index:idx_grains_sro,priority:4;index:idx_grains_ros,priority:3;index:idx_grains_osr,priority:2"`
+	DedupTok        []byte  `gorm:"column:dedup_tok;not null"`
+	Blob            []byte  `gorm:"not null"`
+
+	Tags []TagRow `gorm:"-"`
+}
+
+// TableName is the grains table.
+func (GrainRow) TableName() string { return "grains" }
+
+// TagRow is one blind tag token of a grain.
+type TagRow struct {
+	GrainID int64  `gorm:"primaryKey;autoIncrement:false"`
+	Token   []byte `gorm:"primaryKey;index:idx_grain_tags_tok,priority:2"`
+	Memory  string `gorm:"size:64;not null;index:idx_grain_tags_tok,priority:1"`
+}
+
+// TableName is the tag token table.
+func (TagRow) TableName() string { return "grain_tags" }
+
+// KeyRow is a wrapped data key. DestroyedUS is 0 while the key lives.
+type KeyRow struct {
+	ID          int64  `gorm:"primaryKey;autoIncrement"`
+	Memory      string `gorm:"size:64;not null;index:idx_data_keys_scope,priority:1"`
+	Kind        string `gorm:"size:8;not null;index:idx_data_keys_scope,priority:2"`
+	Name        string `gorm:"size:512;not null;index:idx_data_keys_scope,priority:3"`
+	Wrapped     []byte
+	Fingerprint string `gorm:"size:64;not null"`
+	CreatedUS   int64  `gorm:"column:created_us;not null"`
+	DestroyedUS int64  `gorm:"column:destroyed_us;not null"`
+}
+
+// TableName is the data keys table.
+func (KeyRow) TableName() string { return "data_keys" }

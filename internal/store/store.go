@@ -1,0 +1,204 @@
+// Package store keeps lethe's rows through gorm: sealed grains with their
+// blind tokens, wrapped data keys, and (from other packages' tables) the
+// audit outbox. SQLite is the embedded default; PostgreSQL is used when a DSN
+// is given. Nothing above this package sees gorm: errors come out as
+// grains.Error values with stable codes.
+//
+// # What is stored
+//
+// A grain row holds operational fields in clear (memory, type, namespace,
+// scope, scores, flags, timestamps, chain links), the sealed blob, the key
+// chain id, and 16-byte blind tokens. Personal values (user ids, subjects,
+// objects, content, tags, metadata) are never stored outside the blob.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// Dialects.
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// Config says which database to open.
+type Config struct {
+	// Dialect is SQLite or Postgres.
+	Dialect string
+	// DSN is a PostgreSQL URL or key=value string, or the SQLite file path.
+	DSN string
+	// MaxOpenConns bounds the pool (default 16 for PostgreSQL).
+	MaxOpenConns int
+	Logger       *slog.Logger
+}
+
+// DB is the store.
+type DB struct {
+	gorm    *gorm.DB
+	dialect string
+	log     *slog.Logger
+}
+
+// Open opens the database and brings its schema up to date.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	var dial gorm.Dialector
+	switch cfg.Dialect {
+	case SQLite:
+		// WAL for concurrent readers, IMMEDIATE transactions so writers queue on
+		// the busy timeout instead of failing on lock upgrade, FULL sync so a
+		// committed transaction survives power loss.
+		dsn := "file:" + cfg.DSN + "?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=FULL"
+		dial = sqlite.Open(dsn)
+	case Postgres:
+		dial = postgres.Open(cfg.DSN)
+	default:
+		return nil, fmt.Errorf("store: unknown dialect %q", cfg.Dialect)
+	}
+	g, err := gorm.Open(dial, &gorm.Config{
+		TranslateError:         true,
+		PrepareStmt:            true,
+		SkipDefaultTransaction: true,
+		Logger:                 logger.Discard,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		return nil, translate(err, "open database")
+	}
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, translate(err, "open database")
+	}
+	if cfg.Dialect == Postgres {
+		n := cfg.MaxOpenConns
+		if n <= 0 {
+			n = 16
+		}
+		sqlDB.SetMaxOpenConns(n)
+		sqlDB.SetMaxIdleConns(n)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, translate(err, "connect to database")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	db := &DB{gorm: g, dialect: cfg.Dialect, log: log}
+	if err := db.migrate(ctx); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Dialect returns SQLite or Postgres.
+func (db *DB) Dialect() string { return db.dialect }
+
+// Gorm returns the underlying handle, for adapters that keep their own
+// tables in the same database (the embedded audit log).
+func (db *DB) Gorm() *gorm.DB { return db.gorm }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		return translate(err, "ping database")
+	}
+	return translate(sqlDB.PingContext(ctx), "ping database")
+}
+
+// migrate creates or updates the schema. AutoMigrate only adds; the
+// partial unique indexes are created explicitly because their WHERE
+// clauses differ in meaning from plain uniqueness.
+func (db *DB) migrate(ctx context.Context) error {
+	g := db.gorm.WithContext(ctx)
+	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}); err != nil {
+		return translate(err, "migrate schema")
+	}
+	for _, stmt := range []string{
+		`CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_dedup ON grains (memory, scope, dedup_tok) WHERE superseded_by = ''`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS idx_data_keys_live ON data_keys (memory, kind, name) WHERE destroyed_us = 0`,
+	} {
+		if err := g.Exec(stmt).Error; err != nil {
+			return translate(err, "migrate schema")
+		}
+	}
+	return nil
+}
+
+// errDuplicate is a unique-constraint violation.
+var errDuplicate = errors.New("duplicate key")
+
+// translate turns a gorm or driver error into a domain error. what says
+// what failed, with no personal data.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var ge *grains.Error
+	switch {
+	case errors.As(err, &ge):
+		return err
+	case errors.Is(err, gorm.ErrRecordNotFound), errors.Is(err, sql.ErrNoRows):
+		return grains.Errorf(grains.CodeNotFound, "not found")
+	case errors.Is(err, gorm.ErrDuplicatedKey):
+		return fmt.Errorf("%s: %w", what, errDuplicate)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return grains.Wrap(grains.CodeUnavailable, what+": deadline exceeded or canceled", err)
+	case isConnError(err):
+		return grains.Wrap(grains.CodeUnavailable, what+": database unavailable", err)
+	}
+	return grains.Wrap(grains.CodeInternal, what, err)
+}
+
+func isConnError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "broken pipe", "connection reset", "database is locked", "the database system is", "bad connection", "sql: database is closed", "no such host"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// underPrefix returns a condition matching column values equal to the scope
+// path prefix or below it (prefix + "/..."). SQLite compares bytes, so a
+// range works and uses the index; PostgreSQL's comparisons follow the
+// database collation, so it uses LIKE, which matches bytes.
+func (db *DB) underPrefix(column, prefix string) (string, []any) {
+	if db.dialect == SQLite {
+		return "(" + column + " = ? OR (" + column + " >= ? AND " + column + " < ?))", []any{prefix, prefix + "/", prefix + "0"}
+	}
+	esc := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(prefix)
+	return "(" + column + " = ? OR " + column + ` LIKE ? ESCAPE '\')`, []any{prefix, esc + "/%"}
+}

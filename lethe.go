@@ -1,0 +1,501 @@
+// Package lethe is an encrypted memory store with erasure you can prove.
+//
+// Services and agents write grains (a subject/relation/object triple and/or
+// text, with type, namespace, scope, user, tags and importance) into named
+// memories. Every memory, scope-path node and user has its own data key,
+// wrapped by a key-encryption key (a local age identity by default, Vault
+// transit in production); grains are sealed at rest and found through blind
+// index tokens.
+//
+// # Use
+//
+//	db, err := lethe.Open(ctx, lethe.Config{DataDir: "./lethe-data"})
+//	hash, err := db.Add(ctx, lethe.Grain{Type: "fact", Subject: "alice", Relation: "likes", Object: "tea"})
+//	page, err := db.Recall(ctx, lethe.Query{Subject: "alice"})
+//	res, err := db.Forget(ctx, lethe.Selector{Subject: "alice"})
+//
+// Errors carry stable codes: see [ErrorCode].
+package lethe
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/index"
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/store"
+)
+
+// Grain is one record. See the field documentation in package grains.
+type Grain = grains.Grain
+
+// Query selects grains for Recall.
+type Query = grains.Query
+
+// Selector names grains to Forget: exactly one of Hash, Hashes, Subject or
+// UserID.
+type Selector = grains.Selector
+
+// Error is a domain error with a stable Code.
+type Error = grains.Error
+
+// Code is a stable error code.
+type Code = grains.Code
+
+// KeyWrapper wraps data keys under a key-encryption key.
+type KeyWrapper = keys.Wrapper
+
+// KeyRef names a data key to a KeyWrapper, without personal data.
+type KeyRef = keys.Ref
+
+// ErrorCode returns the stable code of err ("" for nil, "internal" for
+// errors that are not lethe's).
+func ErrorCode(err error) Code { return grains.ErrorCode(err) }
+
+// Config configures Open. The zero value is the embedded default: SQLite,
+// the local age KEK and everything else in ./lethe-data.
+type Config struct {
+	// DataDir holds the SQLite database, the local KEK identity and other
+	// local state (default ./lethe-data, created with mode 0700).
+	DataDir string
+	// PostgresDSN selects PostgreSQL instead of SQLite.
+	PostgresDSN string
+	// KEK wraps data keys; nil means the local age identity DataDir/kek.age.
+	KEK KeyWrapper
+	// KeyCacheSize bounds the unwrapped-key cache (default 10,000).
+	KeyCacheSize int
+	// Logger receives operational logs, never personal data (default: none).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests set it.
+	Now func() time.Time
+}
+
+// DB is an open lethe store. It is safe for concurrent use.
+type DB struct {
+	store *store.DB
+	ring  *keys.Keyring
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// Open opens (creating if needed) the store described by cfg.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "lethe-data"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	scfg := store.Config{Dialect: store.SQLite, DSN: filepath.Join(cfg.DataDir, "lethe.db"), Logger: cfg.Logger}
+	if cfg.PostgresDSN != "" {
+		scfg = store.Config{Dialect: store.Postgres, DSN: cfg.PostgresDSN, Logger: cfg.Logger}
+	}
+	kek := cfg.KEK
+	if kek == nil {
+		w, err := keys.LoadOrCreateAgeIdentity(filepath.Join(cfg.DataDir, "kek.age"))
+		if err != nil {
+			return nil, err
+		}
+		kek = w
+	}
+	st, err := store.Open(ctx, scfg)
+	if err != nil {
+		return nil, err
+	}
+	return &DB{
+		store: st,
+		ring:  keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
+		log:   cfg.Logger,
+		now:   cfg.Now,
+	}, nil
+}
+
+// Close closes the store.
+func (db *DB) Close() error { return db.store.Close() }
+
+// Add writes one grain and returns its hash. Writing the same grain again
+// (same type, namespace, personal fields and scope) returns the existing
+// hash, so retries are safe.
+func (db *DB) Add(ctx context.Context, g Grain) (string, error) {
+	hs, err := db.AddBatch(ctx, []Grain{g})
+	if err != nil {
+		return "", err
+	}
+	return hs[0], nil
+}
+
+// AddBatch writes grains of one memory in one transaction and returns their
+// hashes in order. If any grain is invalid, nothing is written and the error
+// names its position.
+func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
+	if len(gs) == 0 {
+		return nil, grains.FieldError(grains.CodeInvalidArgument, "grains", "an empty batch")
+	}
+	if len(gs) > grains.MaxBatch {
+		return nil, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch")
+	}
+	now := db.now().UTC()
+	rows := make([]*store.GrainRow, len(gs))
+	for i := range gs {
+		g := gs[i] // a copy: the caller's grain is not modified
+		if err := db.prepare(&g, now); err != nil {
+			return nil, atIndex(err, i, len(gs))
+		}
+		if g.Memory != gs[0].Memory && !(g.Memory == grains.DefaultMemory && gs[0].Memory == "") {
+			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "memory", "a batch writes to one memory"), i, len(gs))
+		}
+		if g.Supersedes != "" {
+			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "supersedes", "use Supersede to write a new version"), i, len(gs))
+		}
+		row, err := db.seal(ctx, &g)
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = row
+	}
+	return db.store.InsertGrains(ctx, rows[0].Memory, rows)
+}
+
+func atIndex(err error, i, n int) error {
+	var e *grains.Error
+	if n > 1 && errors.As(err, &e) {
+		c := *e
+		c.Field = fmt.Sprintf("grains[%d].%s", i, e.Field)
+		return &c
+	}
+	return err
+}
+
+// prepare normalizes and validates g for writing at now.
+func (db *DB) prepare(g *Grain, now time.Time) error {
+	g.Normalize()
+	if g.CreatedAt.IsZero() {
+		g.CreatedAt = now
+	} else if g.CreatedAt.After(now.Add(5 * time.Minute)) {
+		return grains.FieldError(grains.CodeInvalidArgument, "created_at", "must not be in the future")
+	}
+	g.CreatedAt = g.CreatedAt.UTC().Truncate(time.Microsecond)
+	g.Hash, g.SupersededBy, g.Archived = "", "", false
+	g.LastRetrievedAt, g.RetrievalCount = nil, 0
+	return g.Validate()
+}
+
+// seal encrypts g under its key chain and builds its row with blind tokens.
+func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
+	c, err := db.ring.WriteChain(ctx, g.Memory, g.Scope, g.UserID)
+	if err != nil {
+		return nil, err
+	}
+	blob := keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), grains.PayloadOf(g).Encode())
+	sum := sha256.Sum256(blob)
+	row := &store.GrainRow{
+		Hash: hex.EncodeToString(sum[:]), Memory: g.Memory, Type: g.Type, Namespace: g.Namespace, Scope: g.Scope,
+		Importance: g.Importance, Confidence: g.Confidence, Salience: g.Salience, Pinned: g.Pinned,
+		CreatedUS: g.CreatedAt.UnixMicro(), Supersedes: g.Supersedes, KeyChain: c.ID,
+		UserKeyID: c.UserKeyID, UserRef: c.UserRef,
+		SubjectTok:  index.Value(c.IndexKey, index.Subject, g.Subject),
+		RelationTok: index.Value(c.IndexKey, index.Relation, g.Relation),
+		ObjectTok:   index.Value(c.IndexKey, index.Object, g.Object),
+		DedupTok:    index.Token(c.IndexKey, index.Dedup, grains.DedupMaterial(g)),
+		Blob:        blob,
+	}
+	for _, t := range g.Tags {
+		row.Tags = append(row.Tags, store.TagRow{Token: index.Value(c.IndexKey, index.Tag, t)})
+	}
+	return row, nil
+}
+
+// open decrypts a row into a grain.
+func (db *DB) open(ctx context.Context, r *store.GrainRow) (*Grain, error) {
+	gk, err := db.ring.GrainKey(ctx, r.KeyChain)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := keys.Open(gk, keys.GrainAD(r.Memory, r.Scope, r.KeyChain), r.Blob)
+	if err != nil {
+		return nil, grains.Wrap(grains.CodeInternal, "grain "+r.Hash+" does not decrypt", err)
+	}
+	p, err := grains.DecodePayload(pt)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grain{
+		Hash: r.Hash, Memory: r.Memory, Type: r.Type, Namespace: r.Namespace, Scope: r.Scope,
+		Importance: r.Importance, Confidence: r.Confidence, Salience: r.Salience, Pinned: r.Pinned, Archived: r.Archived,
+		CreatedAt: time.UnixMicro(r.CreatedUS).UTC(), Supersedes: r.Supersedes, SupersededBy: r.SupersededBy,
+		RetrievalCount: r.RetrievalCount,
+	}
+	if r.LastRetrievedUS != 0 {
+		t := time.UnixMicro(r.LastRetrievedUS).UTC()
+		g.LastRetrievedAt = &t
+	}
+	p.Apply(g)
+	return g, nil
+}
+
+// Get returns the grain with hash in memory ("" means "default"),
+// superseded or archived included.
+func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
+	if memory == "" {
+		memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(memory); err != nil {
+		return nil, err
+	}
+	if !grains.ValidHash(hash) {
+		return nil, grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+	}
+	r, err := db.store.GrainByHash(ctx, memory, hash)
+	if err != nil {
+		return nil, err
+	}
+	return db.open(ctx, r)
+}
+
+// Page is one page of recall results, newest first. Next, when not empty,
+// is the Cursor of the following page.
+type Page struct {
+	Grains []Grain `json:"grains"`
+	Next   string  `json:"next,omitempty"`
+}
+
+// Recall returns the grains matching q, newest first, one page at a time.
+func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
+	q.Normalize()
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	f, ok, err := db.filter(ctx, &q)
+	if err != nil || !ok {
+		return &Page{Grains: []Grain{}}, err
+	}
+	if q.Cursor != "" {
+		id, err := strconv.ParseInt(q.Cursor, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, grains.FieldError(grains.CodeInvalidArgument, "cursor", "not a cursor from a previous page")
+		}
+		f.BeforeID = id
+	}
+	f.Limit = q.Limit
+	rows, err := db.store.FindGrains(ctx, *f)
+	if err != nil {
+		return nil, err
+	}
+	page := &Page{Grains: make([]Grain, 0, len(rows))}
+	for i := range rows {
+		g, err := db.open(ctx, &rows[i])
+		if grains.ErrorCode(err) == grains.CodeErased {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if matches(g, &q) {
+			page.Grains = append(page.Grains, *g)
+		}
+	}
+	if len(rows) == q.Limit {
+		page.Next = strconv.FormatInt(rows[len(rows)-1].ID, 10)
+	}
+	return page, nil
+}
+
+// filter turns q into a store filter. ok is false when q can match nothing
+// (the memory has no keys yet, so it has no grains).
+func (db *DB) filter(ctx context.Context, q *Query) (*store.Filter, bool, error) {
+	f := &store.Filter{Memory: q.Memory, Type: q.Type, Namespace: q.Namespace, ScopePrefix: q.Scope,
+		IncludeSuperseded: q.IncludeSuperseded, IncludeArchived: q.IncludeArchived}
+	if q.Subject != "" || q.Relation != "" || q.Object != "" || len(q.Tags) > 0 {
+		idx, err := db.ring.IndexKeys(ctx, q.Memory, q.Scope)
+		if err != nil {
+			return nil, false, err
+		}
+		toks := func(field, v string) [][]byte {
+			if v == "" {
+				return nil
+			}
+			out := make([][]byte, 0, len(idx))
+			for _, s := range idx {
+				out = append(out, index.Value(s.IndexKey, field, v))
+			}
+			return out
+		}
+		f.Subject, f.Relation, f.Object = toks(index.Subject, q.Subject), toks(index.Relation, q.Relation), toks(index.Object, q.Object)
+		for _, t := range q.Tags {
+			f.Tags = append(f.Tags, toks(index.Tag, t))
+		}
+	}
+	if q.UserID != "" {
+		ref, err := db.ring.UserRef(ctx, q.Memory, q.UserID)
+		if errors.Is(err, keys.ErrNoKey) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		f.UserRef = ref
+	}
+	return f, true, nil
+}
+
+// matches re-checks a decrypted grain against q's personal filters, so a
+// token collision can never return a wrong grain.
+func matches(g *Grain, q *Query) bool {
+	eq := func(want, got string) bool {
+		return want == "" || grains.NormalizeValue(want) == grains.NormalizeValue(got)
+	}
+	if !eq(q.Subject, g.Subject) || !eq(q.Relation, g.Relation) || !eq(q.Object, g.Object) {
+		return false
+	}
+	if q.UserID != "" && q.UserID != g.UserID {
+		return false
+	}
+	for _, t := range q.Tags {
+		found := false
+		for _, gt := range g.Tags {
+			if grains.NormalizeValue(gt) == grains.NormalizeValue(t) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// Supersede writes g as the new version of the grain oldHash in g.Memory
+// and returns the new hash. The old grain stays, hidden from default
+// recall, linked both ways. Namespace, tags and confidence carry forward
+// unless g sets them; so do scope and user_id.
+func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, error) {
+	if g.Memory == "" {
+		g.Memory = grains.DefaultMemory
+	}
+	old, err := db.Get(ctx, g.Memory, oldHash)
+	if err != nil {
+		return "", err
+	}
+	if old.SupersededBy != "" {
+		return "", &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
+			Hint: "supersede the newest version; see its history"}
+	}
+	if g.Namespace == "" {
+		g.Namespace = old.Namespace
+	}
+	if g.Tags == nil {
+		g.Tags = old.Tags
+	}
+	if g.Confidence == 0 {
+		g.Confidence = old.Confidence
+	}
+	if g.Scope == "" {
+		g.Scope = old.Scope
+	}
+	if g.UserID == "" {
+		g.UserID = old.UserID
+	}
+	if err := db.prepare(&g, db.now().UTC()); err != nil {
+		return "", err
+	}
+	g.Supersedes = oldHash
+	row, err := db.seal(ctx, &g)
+	if err != nil {
+		return "", err
+	}
+	if err := db.store.Supersede(ctx, g.Memory, oldHash, row); err != nil {
+		return "", err
+	}
+	return row.Hash, nil
+}
+
+// History returns the version chain of hash, newest first.
+func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error) {
+	if memory == "" {
+		memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(memory); err != nil {
+		return nil, err
+	}
+	if !grains.ValidHash(hash) {
+		return nil, grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+	}
+	rows, err := db.store.Chain(ctx, memory, hash)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Grain, 0, len(rows))
+	for i := range rows {
+		g, err := db.open(ctx, &rows[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *g)
+	}
+	return out, nil
+}
+
+// ForgetResult says what Forget removed.
+type ForgetResult struct {
+	// Count is the number of grains deleted, every version included.
+	Count int `json:"count"`
+	// Hashes are the deleted grains' hashes, sorted.
+	Hashes []string `json:"hashes"`
+	// Status is "forgotten", or "not_found" when nothing matched.
+	Status string `json:"status"`
+}
+
+// Forget hard-deletes the selected grains, every version of their chains,
+// and their index entries, in one transaction. A version chain is one fact:
+// forgetting any version forgets them all.
+func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
+	if err := sel.Validate(); err != nil {
+		return nil, err
+	}
+	var del *store.Deletion
+	var err error
+	switch {
+	case sel.Hash != "":
+		if _, err := db.store.GrainByHash(ctx, sel.Memory, sel.Hash); err != nil {
+			return nil, err
+		}
+		del, err = db.store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash})
+	case sel.Hashes != nil:
+		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes)
+	default:
+		q := Query{Memory: sel.Memory, Subject: sel.Subject, UserID: sel.UserID}
+		f, ok, ferr := db.filter(ctx, &q)
+		if ferr != nil || !ok {
+			del, err = &store.Deletion{}, ferr
+			break
+		}
+		del, err = db.store.DeleteWhere(ctx, *f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res := &ForgetResult{Count: len(del.Hashes), Hashes: del.Hashes, Status: "forgotten"}
+	if res.Hashes == nil {
+		res.Hashes = []string{}
+	}
+	if res.Count == 0 {
+		res.Status = "not_found"
+	}
+	return res, nil
+}
