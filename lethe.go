@@ -382,8 +382,10 @@ func matches(g *Grain, q *Query) bool {
 
 // Supersede writes g as the new version of the grain oldHash in g.Memory
 // and returns the new hash. The old grain stays, hidden from default
-// recall, linked both ways. Namespace, tags and confidence carry forward
-// unless g sets them; so do scope and user_id.
+// recall, linked both ways. g holds the new field values: every field g
+// leaves at its zero value carries forward from the old version (so
+// Supersede(h, Grain{Type: "fact", Object: "lyon"}) changes the object
+// only). Type is always required.
 func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, error) {
 	if g.Memory == "" {
 		g.Memory = grains.DefaultMemory
@@ -396,23 +398,13 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 		return "", &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
 			Hint: "supersede the newest version; see its history"}
 	}
-	if g.Namespace == "" {
-		g.Namespace = old.Namespace
-	}
-	if g.Tags == nil {
-		g.Tags = old.Tags
-	}
-	if g.Confidence == 0 {
-		g.Confidence = old.Confidence
-	}
-	if g.Scope == "" {
-		g.Scope = old.Scope
-	}
-	if g.UserID == "" {
-		g.UserID = old.UserID
-	}
+	carry(&g, old)
 	if err := db.prepare(&g, db.now().UTC()); err != nil {
 		return "", err
+	}
+	if g.Scope == old.Scope && g.Type == old.Type && string(grains.DedupMaterial(&g)) == string(grains.DedupMaterial(old)) &&
+		g.Importance == old.Importance && g.Confidence == old.Confidence && g.Pinned == old.Pinned {
+		return "", grains.Errorf(grains.CodeInvalidArgument, "the new version changes nothing")
 	}
 	g.Supersedes = oldHash
 	row, err := db.seal(ctx, &g)
@@ -498,4 +490,29 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 		res.Status = "not_found"
 	}
 	return res, nil
+}
+
+// carry copies into g every field of old that g leaves at its zero value.
+func carry(g, old *Grain) {
+	for _, f := range []struct{ dst, src *string }{
+		{&g.Subject, &old.Subject}, {&g.Relation, &old.Relation}, {&g.Object, &old.Object},
+		{&g.Content, &old.Content}, {&g.Namespace, &old.Namespace}, {&g.Scope, &old.Scope}, {&g.UserID, &old.UserID},
+	} {
+		if *f.dst == "" {
+			*f.dst = *f.src
+		}
+	}
+	if g.Tags == nil {
+		g.Tags = old.Tags
+	}
+	if g.Metadata == nil {
+		g.Metadata = old.Metadata
+	}
+	if g.Importance == 0 {
+		g.Importance = old.Importance
+	}
+	if g.Confidence == 0 {
+		g.Confidence = old.Confidence
+	}
+	g.Pinned = g.Pinned || old.Pinned
 }

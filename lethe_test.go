@@ -435,7 +435,11 @@ func testBadInput(t *testing.T, db *lethe.DB) {
 	wantCode(t, err, "invalid_argument")
 	h := mustAdd(t, db, good)
 	_, err = db.Supersede(ctx, h, lethe.Grain{Type: "fact"})
-	wantCode(t, err, "empty_grain")
+	wantCode(t, err, "invalid_argument") // changes nothing
+	_, err = db.Supersede(ctx, h, lethe.Grain{Type: "fact", Importance: 2})
+	wantCode(t, err, "invalid_argument")
+	_, err = db.Supersede(ctx, h, lethe.Grain{Type: "fact", Scope: "../x"})
+	wantCode(t, err, "invalid_scope")
 	if g, err := db.Get(ctx, "", h); err != nil || g.SupersededBy != "" {
 		t.Errorf("a rejected supersede changed the old grain: %v %+v", err, g)
 	}

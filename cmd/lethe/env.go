@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/lethe-io/lethe"
+)
+
+// env is what every subcommand shares: streams, global flags and the
+// lazily opened store.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+
+	data     string
+	postgres string
+	memory   string
+	json     bool
+	yes      bool
+
+	db *lethe.DB
+}
+
+// flags returns a FlagSet for a subcommand with the global flags on it.
+func (e *env) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	data := os.Getenv("LETHE_DATA")
+	if data == "" {
+		data = "lethe-data"
+	}
+	fs.StringVar(&e.data, "data", data, "")
+	fs.StringVar(&e.postgres, "postgres", os.Getenv("LETHE_POSTGRES_DSN"), "")
+	fs.StringVar(&e.memory, "memory", "default", "")
+	fs.BoolVar(&e.json, "json", false, "")
+	fs.BoolVar(&e.yes, "yes", false, "")
+	return fs
+}
+
+// parse parses flags that may appear before, between or after positional
+// arguments, and returns the positional ones. "--" ends flag parsing.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// open opens the store the global flags name.
+func (e *env) open(ctx context.Context) (*lethe.DB, error) {
+	if e.db != nil {
+		return e.db, nil
+	}
+	db, err := lethe.Open(ctx, lethe.Config{DataDir: e.data, PostgresDSN: e.postgres})
+	if err != nil {
+		return nil, err
+	}
+	e.db = db
+	return db, nil
+}
+
+func (e *env) close() {
+	if e.db != nil {
+		e.db.Close()
+	}
+}
+
+// printJSON writes v as indented JSON.
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// needYes refuses a destructive command without --yes.
+func (e *env) needYes(what string) error {
+	if e.yes {
+		return nil
+	}
+	return &lethe.Error{Code: "invalid_argument", Message: what + " is destructive and needs --yes",
+		Hint: "check the selection with 'lethe recall' first, then repeat with --yes"}
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func printf(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lethe-io/lethe"
+)
+
+// parseFields builds a grain from TYPE and field=value arguments.
+func parseFields(typ string, args []string, createdAt string) (lethe.Grain, error) {
+	g := lethe.Grain{Type: typ}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			return g, usagef("%q is not field=value", a)
+		}
+		switch k {
+		case "subject":
+			g.Subject = v
+		case "relation":
+			g.Relation = v
+		case "object":
+			g.Object = v
+		case "content":
+			g.Content = v
+		case "namespace":
+			g.Namespace = v
+		case "scope":
+			g.Scope = v
+		case "user_id":
+			g.UserID = v
+		case "tags":
+			g.Tags = strings.Split(v, ",")
+		case "importance", "confidence":
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return g, usagef("%s: not a number", k)
+			}
+			if k == "importance" {
+				g.Importance = f
+			} else {
+				g.Confidence = f
+			}
+		case "pinned":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return g, usagef("pinned: not true or false")
+			}
+			g.Pinned = b
+		default:
+			if mk, ok := strings.CutPrefix(k, "meta."); ok && mk != "" {
+				if g.Metadata == nil {
+					g.Metadata = map[string]string{}
+				}
+				g.Metadata[mk] = v
+				continue
+			}
+			return g, usagef("unknown field %q (fields: subject relation object content namespace scope user_id tags importance confidence pinned meta.KEY)", k)
+		}
+	}
+	if createdAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, createdAt)
+		if err != nil {
+			return g, usagef("--created-at: not an RFC 3339 time")
+		}
+		g.CreatedAt = t
+	}
+	return g, nil
+}
+
+func cmdAdd(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("add")
+	createdAt := fs.String("created-at", "", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 1 {
+		return usagef("add: missing TYPE (lethe add TYPE field=value...)")
+	}
+	g, err := parseFields(pos[0], pos[1:], *createdAt)
+	if err != nil {
+		return err
+	}
+	g.Memory = e.memory
+	db, err := e.open(ctx)
+	if err != nil {
+		return err
+	}
+	h, err := db.Add(ctx, g)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(map[string]string{"hash": h})
+	}
+	printf(e.stdout, "%s\n", h)
+	return nil
+}
+
+func cmdSupersede(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("supersede")
+	createdAt := fs.String("created-at", "", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return usagef("supersede: need HASH and TYPE (lethe supersede HASH TYPE field=value...)")
+	}
+	g, err := parseFields(pos[1], pos[2:], *createdAt)
+	if err != nil {
+		return err
+	}
+	g.Memory = e.memory
+	db, err := e.open(ctx)
+	if err != nil {
+		return err
+	}
+	h, err := db.Supersede(ctx, pos[0], g)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(map[string]string{"hash": h, "superseded": pos[0]})
+	}
+	printf(e.stdout, "%s\n", h)
+	return nil
+}
+
+func cmdRecall(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("recall")
+	var q lethe.Query
+	var tags stringList
+	fs.StringVar(&q.Subject, "subject", "", "")
+	fs.StringVar(&q.Relation, "relation", "", "")
+	fs.StringVar(&q.Object, "object", "", "")
+	fs.StringVar(&q.UserID, "user", "", "")
+	fs.StringVar(&q.Scope, "scope", "", "")
+	fs.StringVar(&q.Namespace, "namespace", "", "")
+	fs.StringVar(&q.Type, "type", "", "")
+	fs.Var(&tags, "tag", "")
+	fs.BoolVar(&q.IncludeSuperseded, "include-superseded", false, "")
+	fs.BoolVar(&q.IncludeArchived, "include-archived", false, "")
+	fs.IntVar(&q.Limit, "limit", 0, "")
+	fs.StringVar(&q.Cursor, "cursor", "", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("recall: unexpected argument %q (filters are flags: --subject S ...)", pos[0])
+	}
+	q.Memory, q.Tags = e.memory, tags
+	db, err := e.open(ctx)
+	if err != nil {
+		return err
+	}
+	page, err := db.Recall(ctx, q)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(page)
+	}
+	for _, g := range page.Grains {
+		printf(e.stdout, "%s\n", line(&g))
+	}
+	if page.Next != "" {
+		printf(e.stderr, "more: --cursor %s\n", page.Next)
+	}
+	return nil
+}
+
+// line renders a grain on one line: hash, type, triple, content, flags.
+func line(g *lethe.Grain) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", g.Hash, g.Type)
+	for _, v := range []string{g.Subject, g.Relation, g.Object} {
+		if v != "" {
+			fmt.Fprintf(&b, " %q", v)
+		}
+	}
+	if g.Content != "" {
+		fmt.Fprintf(&b, " content=%q", g.Content)
+	}
+	if g.SupersededBy != "" {
+		b.WriteString(" [superseded]")
+	}
+	if g.Archived {
+		b.WriteString(" [archived]")
+	}
+	return b.String()
+}
+
+func oneHash(ctx context.Context, e *env, name string, args []string) (*lethe.DB, string, error) {
+	fs := e.flags(name)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(pos) != 1 {
+		return nil, "", usagef("%s: need exactly one HASH", name)
+	}
+	db, err := e.open(ctx)
+	return db, pos[0], err
+}
+
+func cmdInspect(ctx context.Context, e *env, args []string) error {
+	db, hash, err := oneHash(ctx, e, "inspect", args)
+	if err != nil {
+		return err
+	}
+	g, err := db.Get(ctx, e.memory, hash)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(g)
+	}
+	printf(e.stdout, "hash:       %s\nmemory:     %s\ntype:       %s\n", g.Hash, g.Memory, g.Type)
+	for _, kv := range [][2]string{{"subject", g.Subject}, {"relation", g.Relation}, {"object", g.Object},
+		{"content", g.Content}, {"namespace", g.Namespace}, {"scope", g.Scope}, {"user_id", g.UserID},
+		{"tags", strings.Join(g.Tags, ",")}, {"supersedes", g.Supersedes}, {"superseded_by", g.SupersededBy}} {
+		if kv[1] != "" {
+			printf(e.stdout, "%-11s %s\n", kv[0]+":", kv[1])
+		}
+	}
+	for k, v := range g.Metadata {
+		printf(e.stdout, "meta.%s: %s\n", k, v)
+	}
+	printf(e.stdout, "importance: %g\nconfidence: %g\nsalience:   %g\npinned:     %t\narchived:   %t\ncreated_at: %s\n",
+		g.Importance, g.Confidence, g.Salience, g.Pinned, g.Archived, g.CreatedAt.Format("2006-01-02T15:04:05.999999Z07:00"))
+	return nil
+}
+
+func cmdHistory(ctx context.Context, e *env, args []string) error {
+	db, hash, err := oneHash(ctx, e, "history", args)
+	if err != nil {
+		return err
+	}
+	chain, err := db.History(ctx, e.memory, hash)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(chain)
+	}
+	for _, g := range chain {
+		printf(e.stdout, "%s\n", line(&g))
+	}
+	return nil
+}
+
+func cmdForget(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("forget")
+	subject := fs.String("subject", "", "")
+	user := fs.String("user", "", "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	sel := lethe.Selector{Memory: e.memory}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case set["subject"] && *subject == "", set["user"] && *user == "":
+		return &lethe.Error{Code: "empty_selector", Message: "an empty --subject or --user selects nothing; it never means everything"}
+	case len(pos) == 1:
+		sel.Hash = pos[0]
+	case len(pos) > 1:
+		sel.Hashes = pos
+	}
+	sel.Subject, sel.UserID = *subject, *user
+	if err := e.needYes("forget"); err != nil {
+		return err
+	}
+	db, err := e.open(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := db.Forget(ctx, sel)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(res)
+	}
+	printf(e.stdout, "forgot %d grain(s)\n", res.Count)
+	return nil
+}
