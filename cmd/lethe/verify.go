@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/lethe-io/lethe/internal/proofs"
+)
+
+const verifyUsage = `Usage: lethe verify PROOF --log-key KEY [flags]
+
+Verify an erasure or audit proof offline, with only the log's public key.
+PROOF is a file holding a proof as JSON (lethe.proof/v1) or as a
+c2sp.org/tlog-proof@v1 text file. Flags may come before or after PROOF.
+
+Checks, in order: the proof's format, the leaf's encoding, the summary
+fields against the leaf, the leaf signature, the checkpoint signature and
+origin, the tree size, the inclusion of the leaf in the checkpointed tree;
+with --checkpoint, that the proof's checkpoint extends the pinned one; with
+--subject and --nonce, the subject commitment. A failure names its check.
+
+Flags:
+  --log-key KEY         the log's verifier key ("lethe audit key" prints it),
+                        or a file holding it (required)
+  --origin ORIGIN       the checkpoint origin expected (default: the key's name)
+  --checkpoint FILE     an older signed checkpoint you trust (pinned)
+  --consistency FILE    a consistency proof from the pinned checkpoint's size,
+                        {"from":N,"to":M,"consistency":[...]}, when the proof
+                        does not carry one
+  --subject ID          the user id or scope path the erasure concerns
+  --subject-file FILE   read the subject from FILE instead (keeps it out of
+                        the process list and shell history)
+  --nonce HEX           the subject_nonce returned with the erasure
+  --json                print the result as JSON
+`
+
+// maxVerifyInput bounds what lethe verify reads from any one file.
+const maxVerifyInput = 16 << 20
+
+// verifyResult is the --json output: ok, and either what was verified or
+// the check that failed.
+type verifyResult struct {
+	OK       bool            `json:"ok"`
+	Check    string          `json:"check,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Verified *verifiedResult `json:"verified,omitempty"`
+}
+
+type verifiedResult struct {
+	EventID        string  `json:"event_id"`
+	Type           string  `json:"type"`
+	Memory         string  `json:"memory"`
+	Time           string  `json:"time"`
+	Count          uint64  `json:"count"`
+	KeyFingerprint string  `json:"key_fingerprint"`
+	LeafIndex      uint64  `json:"leaf_index"`
+	TreeSize       uint64  `json:"tree_size"`
+	RootHash       string  `json:"root_hash"`
+	Origin         string  `json:"origin"`
+	KeyName        string  `json:"key_name"`
+	PinnedSize     *uint64 `json:"pinned_size,omitempty"`
+	SubjectChecked bool    `json:"subject_checked"`
+}
+
+// runVerify is "lethe verify". It reads only the files it is given and
+// makes no network calls.
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		logKey      = fs.String("log-key", "", "")
+		origin      = fs.String("origin", "", "")
+		pinnedFile  = fs.String("checkpoint", "", "")
+		consistFile = fs.String("consistency", "", "")
+		subject     = fs.String("subject", "", "")
+		subjectFile = fs.String("subject-file", "", "")
+		nonceHex    = fs.String("nonce", "", "")
+		asJSON      = fs.Bool("json", false, "")
+	)
+	pos, err := parseVerifyArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, verifyUsage)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("verify: %w (see 'lethe verify --help')", err)
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("verify: want exactly one PROOF file, got %d (see 'lethe verify --help')", len(pos))
+	}
+	if *logKey == "" {
+		return errors.New("verify: --log-key is required (the log's verifier key, as 'lethe audit key' prints it)")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	opts := proofs.VerifyOptions{Origin: *origin}
+	if opts.LogKey, err = readVerifyLogKey(*logKey); err != nil {
+		return err
+	}
+	if *subject != "" && *subjectFile != "" {
+		return errors.New("verify: give --subject or --subject-file, not both")
+	}
+	opts.Subject = *subject
+	if *subjectFile != "" {
+		b, err := readVerifyInput(*subjectFile)
+		if err != nil {
+			return fmt.Errorf("verify: subject: %w", err)
+		}
+		opts.Subject = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	}
+	if *nonceHex != "" {
+		n, err := hex.DecodeString(strings.TrimSpace(*nonceHex))
+		if err != nil || len(n) != proofs.NonceSize {
+			return fmt.Errorf("verify: --nonce must be %d bytes in hex (%d hex digits)", proofs.NonceSize, 2*proofs.NonceSize)
+		}
+		opts.Nonce = n
+	}
+	if (opts.Subject == "") != (opts.Nonce == nil) {
+		return errors.New("verify: give both --subject (or --subject-file) and --nonce, or neither")
+	}
+	if *pinnedFile != "" {
+		if opts.Pinned, err = readVerifyInput(*pinnedFile); err != nil {
+			return fmt.Errorf("verify: pinned checkpoint: %w", err)
+		}
+	}
+	if *consistFile != "" && *pinnedFile == "" {
+		return errors.New("verify: --consistency needs --checkpoint, the pinned checkpoint it starts from")
+	}
+
+	raw, err := readVerifyInput(pos[0])
+	if err != nil {
+		return fmt.Errorf("verify: proof: %w", err)
+	}
+	p, err := proofs.ParseAnyProof(raw)
+	if err == nil && *consistFile != "" {
+		err = attachVerifyConsistency(p, *consistFile)
+	}
+	var v *proofs.Verified
+	if err == nil {
+		v, err = proofs.Verify(p, opts)
+	}
+	if *asJSON {
+		if jerr := printVerifyJSON(stdout, p, v, err); jerr != nil {
+			return jerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !*asJSON {
+		fmt.Fprintf(stdout, "OK: event %s (%s) included at index %d of tree size %d, checkpoint signed by %s\n",
+			v.Leaf.ID, v.Leaf.Type, p.LeafIndex, v.Checkpoint.Size, v.KeyName)
+		if v.Pinned != nil {
+			fmt.Fprintf(stdout, "OK: the checkpoint extends the pinned checkpoint of tree size %d\n", v.Pinned.Size)
+		}
+		if v.SubjectChecked {
+			fmt.Fprintln(stdout, "OK: the subject and nonce match the event's subject commitment")
+		}
+	}
+	return nil
+}
+
+// parseVerifyArgs parses flags that may come before or after positional
+// arguments and returns the positional ones; "--" ends the flags.
+func parseVerifyArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// readVerifyLogKey returns the verifier key given on the command line, or the
+// one in the file it names.
+func readVerifyLogKey(s string) (string, error) {
+	if _, err := note.NewVerifier(s); err == nil {
+		return s, nil
+	}
+	b, err := readVerifyInput(s)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("verify: --log-key %q is neither a verifier key (name+hash+key) nor a file", s)
+	}
+	if err != nil {
+		return "", fmt.Errorf("verify: log key: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if _, err := note.NewVerifier(key); err != nil {
+		return "", fmt.Errorf("verify: log key file %s does not hold a verifier key: %w", s, err)
+	}
+	return key, nil
+}
+
+// readVerifyInput reads a file of at most maxVerifyInput bytes.
+func readVerifyInput(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxVerifyInput+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxVerifyInput {
+		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxVerifyInput)
+	}
+	return b, nil
+}
+
+// attachVerifyConsistency adds the consistency proof in file to p.
+func attachVerifyConsistency(p *proofs.Proof, file string) error {
+	b, err := readVerifyInput(file)
+	if err != nil {
+		return fmt.Errorf("verify: consistency proof: %w", err)
+	}
+	c, err := proofs.ParseConsistencyProof(b)
+	if err != nil {
+		return err
+	}
+	if c.To != p.TreeSize {
+		return &proofs.ConsistencyError{From: c.From, To: c.To,
+			Err: fmt.Errorf("the consistency proof ends at tree size %d, the proof's tree size is %d", c.To, p.TreeSize)}
+	}
+	p.SetConsistency(c.From, c.Hashes)
+	return nil
+}
+
+// printVerifyJSON prints the outcome of a verification as one JSON object.
+func printVerifyJSON(w io.Writer, p *proofs.Proof, v *proofs.Verified, verr error) error {
+	r := verifyResult{OK: verr == nil}
+	if verr != nil {
+		r.Check, r.Error = string(proofs.FailedCheck(verr)), verr.Error()
+	}
+	if v != nil {
+		r.Verified = &verifiedResult{
+			EventID: v.Leaf.ID, Type: string(v.Leaf.Type), Memory: v.Leaf.Memory, Time: v.Leaf.Timestamp(),
+			Count: v.Leaf.GrainCount(), KeyFingerprint: v.Leaf.FirstKeyFingerprint(),
+			LeafIndex: p.LeafIndex, TreeSize: v.Checkpoint.Size,
+			RootHash: base64.StdEncoding.EncodeToString(v.Checkpoint.Hash[:]),
+			Origin:   v.Checkpoint.Origin, KeyName: v.KeyName, SubjectChecked: v.SubjectChecked,
+		}
+		if v.Pinned != nil {
+			r.Verified.PinnedSize = &v.Pinned.Size
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
