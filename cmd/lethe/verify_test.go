@@ -105,6 +105,10 @@ func TestVerifyCommand(t *testing.T) {
 			okErase + "OK: the checkpoint extends the pinned checkpoint of tree size 9\n"},
 		{"pinned text", []string{"--checkpoint", verifyVector("checkpoint-9.txt"), verifyVector("valid-key-erase-pinned.tlog-proof"), "--log-key", key},
 			okErase + "OK: the checkpoint extends the pinned checkpoint of tree size 9\n"},
+		{"pinned and subject (the example in docs/compliance/verifying-proofs.md)", []string{verifyVector("valid-key-erase-pinned.json"),
+			"--log-key", key, "--checkpoint", verifyVector("checkpoint-9.txt"), "--subject", "acme/prod/bot1", "--nonce", nonce},
+			okErase + "OK: the checkpoint extends the pinned checkpoint of tree size 9\n" +
+				"OK: the subject and nonce match the event's subject commitment\n"},
 		{"after --", []string{"--log-key", key, "--", verifyVector("valid-grain-forget.json")}, okForget},
 	}
 	for _, tt := range tests {
