@@ -16,7 +16,7 @@ func Example() {
 	skey, vkey, _ := proofs.NewKeyFromSeed("lethe.example/audit", make([]byte, 32))
 	signer, _ := proofs.NewSigner(skey)
 
-	nonce := make([]byte, proofs.NonceSize) // proofs.NewNonce() in real use
+	nonce := make([]byte, proofs.NonceSize)                                // proofs.NewNonce() in real use
 	grains := []string{strings.Repeat("ab", 32), strings.Repeat("cd", 32)} // hashes of the erased grains
 	n := uint64(len(grains))
 	leaf := &proofs.Leaf{
