@@ -29,6 +29,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -150,25 +152,63 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 		return nil, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch")
 	}
 	now := db.now().UTC()
-	rows := make([]*store.GrainRow, len(gs))
+	batch := make([]Grain, len(gs)) // copies: the caller's grains are not modified
 	for i := range gs {
-		g := gs[i] // a copy: the caller's grain is not modified
-		if err := db.prepare(&g, now); err != nil {
+		g := &batch[i]
+		*g = gs[i]
+		if err := db.prepare(g, now); err != nil {
 			return nil, atIndex(err, i, len(gs))
 		}
-		if g.Memory != gs[0].Memory && !(g.Memory == grains.DefaultMemory && gs[0].Memory == "") {
+		if g.Memory != batch[0].Memory {
 			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "memory", "a batch writes to one memory"), i, len(gs))
 		}
 		if g.Supersedes != "" {
 			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "supersedes", "use Supersede to write a new version"), i, len(gs))
 		}
-		row, err := db.seal(ctx, &g)
+	}
+	if err := db.warmChains(ctx, batch); err != nil {
+		return nil, err
+	}
+	rows := make([]*store.GrainRow, len(batch))
+	for i := range batch {
+		row, err := db.seal(ctx, &batch[i])
 		if err != nil {
 			return nil, err
 		}
 		rows[i] = row
 	}
-	return db.store.InsertGrains(ctx, rows[0].Memory, rows)
+	return db.store.InsertGrains(ctx, batch[0].Memory, rows)
+}
+
+// warmChains resolves the distinct key chains of a batch concurrently, so
+// a batch that brings many new users waits for their key wraps in parallel.
+func (db *DB) warmChains(ctx context.Context, batch []Grain) error {
+	type chainKey struct{ scope, user string }
+	seen := make(map[chainKey]bool)
+	var todo []chainKey
+	for i := range batch {
+		k := chainKey{batch[i].Scope, batch[i].UserID}
+		if !seen[k] {
+			seen[k] = true
+			todo = append(todo, k)
+		}
+	}
+	if len(todo) < 2 {
+		return nil
+	}
+	// The memory and scope keys first, once, so workers do not race to create them.
+	if _, err := db.ring.WriteChain(ctx, batch[0].Memory, todo[0].scope, ""); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, k := range todo {
+		g.Go(func() error {
+			_, err := db.ring.WriteChain(gctx, batch[0].Memory, k.scope, k.user)
+			return err
+		})
+	}
+	return g.Wait()
 }
 
 func atIndex(err error, i, n int) error {

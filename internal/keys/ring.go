@@ -107,11 +107,26 @@ func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string
 		}
 		r, err = k.store.CreateKey(ctx, Record{Memory: memory, Kind: kind, Name: name, Wrapped: wrapped,
 			Fingerprint: fp, CreatedAt: k.now().UTC()})
+		if err == nil && r.Fingerprint == fp {
+			// Ours won: no need to unwrap what we just wrapped.
+			r.Wrapped = dk
+			k.cache(r, nk)
+			return r, nil
+		}
 	}
 	if err != nil {
 		return Record{}, err
 	}
 	return k.unwrapAndCache(ctx, r, nk)
+}
+
+func (k *Keyring) cache(r Record, nk string) {
+	k.mu.Lock()
+	k.byID.put(r.ID, r)
+	if nk != "" {
+		k.byName.put(nk, r.ID)
+	}
+	k.mu.Unlock()
 }
 
 func (k *Keyring) unwrapAndCache(ctx context.Context, r Record, nk string) (Record, error) {
@@ -126,12 +141,7 @@ func (k *Keyring) unwrapAndCache(ctx context.Context, r Record, nk string) (Reco
 		return Record{}, grains.Errorf(grains.CodeInternal, "data key %d does not match its fingerprint", r.ID)
 	}
 	r.Wrapped = dk
-	k.mu.Lock()
-	k.byID.put(r.ID, r)
-	if nk != "" {
-		k.byName.put(nk, r.ID)
-	}
-	k.mu.Unlock()
+	k.cache(r, nk)
 	return r, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/lethe-io/lethe/internal/grains"
@@ -22,11 +23,20 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow)
 	// A concurrent writer of the same content can win the unique index
 	// between our read and our insert: retry, and the read finds its row.
 	for attempt := 0; ; attempt++ {
-		err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			var err error
-			out, err = insertGrains(tx, memory, rows)
-			return err
-		})
+		var err error
+		if db.dialect == Postgres {
+			err = db.pgTx(ctx, func(tx pgx.Tx) error {
+				var err error
+				out, err = insertGrainsPG(ctx, tx, memory, rows)
+				return translatePG(err, "insert grains")
+			})
+		} else {
+			err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+				var err error
+				out, err = insertGrains(tx, memory, rows)
+				return err
+			})
+		}
 		if err == nil || !errors.Is(err, errDuplicate) || attempt == 2 {
 			return out, translate(err, "insert grains")
 		}
@@ -36,7 +46,6 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow)
 func dedupKey(scope string, tok []byte) string { return scope + "\x00" + string(tok) }
 
 func insertGrains(tx *gorm.DB, memory string, rows []*GrainRow) ([]string, error) {
-	out := make([]string, len(rows))
 	existing := make(map[string]string)
 	toks := make([][]byte, 0, len(rows))
 	for _, r := range rows {
@@ -45,7 +54,7 @@ func insertGrains(tx *gorm.DB, memory string, rows []*GrainRow) ([]string, error
 	for i := 0; i < len(toks); i += chunk {
 		var found []GrainRow
 		err := tx.Select("hash", "scope", "dedup_tok").
-			Where("memory = ? AND superseded_by = '' AND dedup_tok IN ?", memory, toks[i:min(i+chunk, len(toks))]).
+			Where("superseded_by = '' AND dedup_tok IN ?", toks[i:min(i+chunk, len(toks))]).
 			Find(&found).Error
 		if err != nil {
 			return nil, translate(err, "read grains")
@@ -54,17 +63,7 @@ func insertGrains(tx *gorm.DB, memory string, rows []*GrainRow) ([]string, error
 			existing[dedupKey(f.Scope, f.DedupTok)] = f.Hash
 		}
 	}
-	fresh := make([]*GrainRow, 0, len(rows))
-	for i, r := range rows {
-		k := dedupKey(r.Scope, r.DedupTok)
-		if h, ok := existing[k]; ok {
-			out[i] = h
-			continue
-		}
-		existing[k] = r.Hash
-		out[i] = r.Hash
-		fresh = append(fresh, r)
-	}
+	out, fresh := splitFresh(rows, existing)
 	if len(fresh) == 0 {
 		return out, nil
 	}
@@ -160,7 +159,7 @@ func (db *DB) where(tx *gorm.DB, f *Filter) *gorm.DB {
 		q = q.Where("o_tok IN ?", f.Object)
 	}
 	for _, t := range f.Tags {
-		q = q.Where("id IN (SELECT grain_id FROM grain_tags WHERE memory = ? AND token IN ?)", f.Memory, t)
+		q = q.Where("id IN (SELECT grain_id FROM grain_tags WHERE token IN ?)", t)
 	}
 	if f.UserRef != nil {
 		q = q.Where("user_ref = ?", f.UserRef)

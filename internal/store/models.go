@@ -2,12 +2,17 @@ package store
 
 // GrainRow is a stored grain. Personal fields exist only inside Blob; the
 // token columns are 16-byte blind tokens (nil when the field is empty).
+//
+// Token indexes carry no memory column: a token is keyed by its memory's and
+// scope's keys, so equal tokens in two memories occur with probability
+// 2^-128. Three composite indexes (SRO, ROS, OSR) have prefixes for all
+// seven subject/relation/object patterns.
 type GrainRow struct {
 	ID              int64   `gorm:"primaryKey;autoIncrement"`
 	Hash            string  `gorm:"size:64;not null;uniqueIndex:idx_grains_hash"`
-	Memory          string  `gorm:"size:64;not null;index:idx_grains_scope,priority:1;index:idx_grains_sro,priority:1;index:idx_grains_ros,priority:1;index:idx_grains_osr,priority:1;index:idx_grains_user,priority:1;index:idx_grains_ns,priority:1"`
+	Memory          string  `gorm:"size:64;not null;index:idx_grains_scope,priority:1"`
 	Type            string  `gorm:"size:32;not null"`
-	Namespace       string  `gorm:"size:128;not null;index:idx_grains_ns,priority:2"`
+	Namespace       string  `gorm:"size:128;not null"`
 	Scope           string  `gorm:"size:512;not null;index:idx_grains_scope,priority:2"`
 	Importance      float64 `gorm:"not null"`
 	Confidence      float64 `gorm:"not null"`
@@ -20,11 +25,11 @@ type GrainRow struct {
 	Supersedes      string  `gorm:"size:64;not null"`
 	SupersededBy    string  `gorm:"size:64;not null"`
 	KeyChain        string  `gorm:"size:256;not null"`
-	UserKeyID       int64   `gorm:"not null;index:idx_grains_userkey"`
-	UserRef         []byte  `gorm:"index:idx_grains_user,priority:2"`
-	SubjectTok      []byte  `gorm:"column:s_tok;index:idx_grains_sro,priority:2;index:idx_grains_ros,priority:4;index:idx_grains_osr,priority:3"`
-	RelationTok     []byte  `gorm:"column:r_tok;index:idx_grains_sro,priority:3;index:idx_grains_ros,priority:2;index:idx_grains_osr,priority:4"`
-	ObjectTok       []byte  `gorm:"column:o_tok;index:idx_grains_sro,priority:4;index:idx_grains_ros,priority:3;index:idx_grains_osr,priority:2"`
+	UserKeyID       int64   `gorm:"not null"`
+	UserRef         []byte  `gorm:"index:idx_grains_user"`
+	SubjectTok      []byte  `gorm:"column:s_tok;index:idx_grains_sro,priority:1;index:idx_grains_ros,priority:3;index:idx_grains_osr,priority:2"`
+	RelationTok     []byte  `gorm:"column:r_tok;index:idx_grains_sro,priority:2;index:idx_grains_ros,priority:1;index:idx_grains_osr,priority:3"`
+	ObjectTok       []byte  `gorm:"column:o_tok;index:idx_grains_sro,priority:3;index:idx_grains_ros,priority:2;index:idx_grains_osr,priority:1"`
 	DedupTok        []byte  `gorm:"column:dedup_tok;not null"`
 	Blob            []byte  `gorm:"not null"`
 
@@ -37,8 +42,8 @@ func (GrainRow) TableName() string { return "grains" }
 // TagRow is one blind tag token of a grain.
 type TagRow struct {
 	GrainID int64  `gorm:"primaryKey;autoIncrement:false"`
-	Token   []byte `gorm:"primaryKey;index:idx_grain_tags_tok,priority:2"`
-	Memory  string `gorm:"size:64;not null;index:idx_grain_tags_tok,priority:1"`
+	Token   []byte `gorm:"primaryKey;index:idx_grain_tags_tok"`
+	Memory  string `gorm:"size:64;not null"`
 }
 
 // TableName is the tag token table.

@@ -142,7 +142,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return translate(err, "migrate schema")
 	}
 	for _, stmt := range []string{
-		`CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_dedup ON grains (memory, scope, dedup_tok) WHERE superseded_by = ''`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_dedup ON grains (dedup_tok) WHERE superseded_by = ''`,
 		`CREATE UNIQUE INDEX IF NOT EXISTS idx_data_keys_live ON data_keys (memory, kind, name) WHERE destroyed_us = 0`,
 	} {
 		if err := g.Exec(stmt).Error; err != nil {

@@ -1,0 +1,164 @@
+package lethe_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+// benchStores are the stores the benchmarks compare.
+func benchStores(b *testing.B) map[string]func(b *testing.B) (lethe.Config, gorm.Dialector) {
+	return map[string]func(b *testing.B) (lethe.Config, gorm.Dialector){
+		"sqlite": func(b *testing.B) (lethe.Config, gorm.Dialector) {
+			dir := b.TempDir()
+			return lethe.Config{DataDir: dir}, sqlite.Open("file:" + filepath.Join(dir, "plain.db") + "?_journal_mode=WAL&_busy_timeout=10000")
+		},
+		"postgres": func(b *testing.B) (lethe.Config, gorm.Dialector) {
+			return lethe.Config{DataDir: b.TempDir(), PostgresDSN: testenv.Postgres(b)}, postgres.Open(testenv.Postgres(b))
+		},
+	}
+}
+
+func benchGrain(i int) lethe.Grain {
+	return lethe.Grain{Type: "fact", Subject: fmt.Sprintf("subject-%d", i%10000), Relation: "relation",
+		Object: fmt.Sprintf("object-%d", i), Content: fmt.Sprintf("grain number %d with some text to make it realistic", i),
+		Scope: "acme/prod", UserID: fmt.Sprintf("user-%d", i%1000), Tags: []string{"bench"}, Importance: 0.5}
+}
+
+func openBench(b *testing.B, cfg lethe.Config) *lethe.DB {
+	db, err := lethe.Open(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	return db
+}
+
+// BenchmarkAdd writes one grain per call.
+func BenchmarkAdd(b *testing.B) {
+	for name, mk := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := mk(b)
+			db := openBench(b, cfg)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if _, err := db.Add(ctx, benchGrain(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "grains/s")
+		})
+	}
+}
+
+// BenchmarkAddBatch writes batches of 1,000 grains; BenchmarkPlainInsert
+// writes the same rows unencrypted and unindexed with gorm, the baseline.
+func BenchmarkAddBatch(b *testing.B) {
+	for name, mk := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := mk(b)
+			db := openBench(b, cfg)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				batch := make([]lethe.Grain, 1000)
+				for j := range batch {
+					batch[j] = benchGrain(n)
+					n++
+				}
+				if _, err := db.AddBatch(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "grains/s")
+		})
+	}
+}
+
+// plainGrain is the baseline row: the same fields in clear, no indexes.
+type plainGrain struct {
+	ID                                               int64 `gorm:"primaryKey"`
+	Hash, Memory, Type, Namespace, Scope             string
+	Subject, Relation, Object, Content, UserID, Tags string
+	Importance, Confidence, Salience                 float64
+	Pinned, Archived                                 bool
+	CreatedUS, LastRetrievedUS, RetrievalCount       int64
+	Supersedes, SupersededBy                         string
+}
+
+func BenchmarkPlainInsert(b *testing.B) {
+	for name, mk := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			_, dial := mk(b)
+			g, err := gorm.Open(dial, &gorm.Config{Logger: logger.Discard, SkipDefaultTransaction: true, PrepareStmt: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := g.AutoMigrate(&plainGrain{}); err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for b.Loop() {
+				rows := make([]plainGrain, 1000)
+				for j := range rows {
+					gr := benchGrain(n)
+					rows[j] = plainGrain{Hash: fmt.Sprintf("%064d", n), Memory: "default", Type: gr.Type, Namespace: "default",
+						Scope: gr.Scope, Subject: gr.Subject, Relation: gr.Relation, Object: gr.Object, Content: gr.Content,
+						UserID: gr.UserID, Tags: "bench", Importance: gr.Importance, Confidence: 1, Salience: 1,
+						CreatedUS: time.Now().UnixMicro()}
+					n++
+				}
+				if err := g.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(rows, 500).Error }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "grains/s")
+		})
+	}
+}
+
+// BenchmarkRecallBySubject recalls by subject in a memory of 100,000 grains
+// (10 grains per subject) and reports the median latency.
+func BenchmarkRecallBySubject(b *testing.B) {
+	for name, mk := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := mk(b)
+			db := openBench(b, cfg)
+			ctx := context.Background()
+			for i := 0; i < 100000; i += 1000 {
+				batch := make([]lethe.Grain, 1000)
+				for j := range batch {
+					batch[j] = benchGrain(i + j)
+				}
+				if _, err := db.AddBatch(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var lat []time.Duration
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				start := time.Now()
+				p, err := db.Recall(ctx, lethe.Query{Subject: fmt.Sprintf("subject-%d", i%10000)})
+				lat = append(lat, time.Since(start))
+				if err != nil || len(p.Grains) != 10 {
+					b.Fatalf("recall: %v, %d grains", err, len(p.Grains))
+				}
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
