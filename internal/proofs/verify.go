@@ -118,14 +118,14 @@ func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 }
 
 // open opens a checkpoint note, from memory when it opened before.
-func (v *Verifier) open(text []byte) (Checkpoint, error) {
+func (v *Verifier) open(text string) (Checkpoint, error) {
 	v.mu.Lock()
-	c, ok := v.cache[string(text)]
+	c, ok := v.cache[text]
 	v.mu.Unlock()
 	if ok {
 		return c, nil
 	}
-	c, err := openCheckpoint(text, v.key, v.opts.Origin)
+	c, err := openCheckpoint([]byte(text), v.key, v.opts.Origin)
 	if err != nil {
 		return c, err
 	}
@@ -133,7 +133,7 @@ func (v *Verifier) open(text []byte) (Checkpoint, error) {
 	if len(v.cache) >= maxCachedCheckpoints {
 		clear(v.cache)
 	}
-	v.cache[string(text)] = c
+	v.cache[text] = c
 	v.mu.Unlock()
 	return c, nil
 }
@@ -141,6 +141,9 @@ func (v *Verifier) open(text []byte) (Checkpoint, error) {
 // Verify checks p as [Verify] does, with the Verifier's options.
 func (v *Verifier) Verify(p *Proof) (*Verified, error) {
 	k, opts := v.key, v.opts
+	if p == nil {
+		return nil, &FormatError{Field: "document", Err: errors.New("no proof")}
+	}
 	if p.Format != ProofFormat {
 		return nil, &FormatError{Field: "format", Err: fmt.Errorf("%q is not %q", p.Format, ProofFormat)}
 	}
@@ -165,7 +168,7 @@ func (v *Verifier) Verify(p *Proof) (*Verified, error) {
 	out := &Verified{Leaf: leaf, KeyName: k.Name()}
 	copy(out.LeafHash[:], rfc6962.DefaultHasher.HashLeaf(p.Leaf))
 
-	if out.Checkpoint, err = v.open([]byte(p.Checkpoint)); err != nil {
+	if out.Checkpoint, err = v.open(p.Checkpoint); err != nil {
 		return nil, err
 	}
 	if p.TreeSize != out.Checkpoint.Size {
@@ -176,7 +179,7 @@ func (v *Verifier) Verify(p *Proof) (*Verified, error) {
 	}
 
 	if opts.Pinned != nil {
-		pinned, err := v.open(opts.Pinned)
+		pinned, err := v.open(string(opts.Pinned))
 		if err != nil {
 			return nil, &PinnedCheckpointError{Err: err}
 		}

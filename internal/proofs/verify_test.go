@@ -506,3 +506,10 @@ func TestFailedCheck(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func TestVerifyNil(t *testing.T) {
+	l, _ := sampleProof(t)
+	if _, err := proofs.Verify(nil, proofs.VerifyOptions{LogKey: l.VKey}); proofs.FailedCheck(err) != proofs.CheckFormat {
+		t.Fatalf("Verify(nil) = %v", err)
+	}
+}
