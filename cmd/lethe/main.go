@@ -66,6 +66,9 @@ var commands = map[string]command{
 	"supersede": cmdSupersede,
 	"history":   cmdHistory,
 	"forget":    cmdForget,
+	"verify": func(ctx context.Context, e *env, args []string) error {
+		return runVerify(ctx, args, e.stdout, e.stderr)
+	},
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -103,6 +106,8 @@ Usage:
   lethe history HASH                       show the version chain, newest first
   lethe forget HASH... | --subject S | --user U
                                            hard-delete grains and every version (needs --yes)
+  lethe verify PROOF --log-key KEY [--checkpoint OLDER] [--consistency FILE]
+               [--subject ID --nonce HEX]  check an erasure proof offline (no data dir needed)
   lethe help | version
 
 Fields (add, supersede):
