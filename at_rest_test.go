@@ -76,6 +76,7 @@ func TestNothingInClearSQLite(t *testing.T) {
 		}
 	}
 	check("open")
+	collectLeaves(t, db)
 	db.Close()
 	check("closed")
 }

@@ -27,13 +27,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/store"
 )
 
@@ -79,15 +82,41 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now); tests set it.
 	Now func() time.Time
+
+	// AuditKeyFile holds the audit log's Ed25519 signing key in note format
+	// (default DataDir/audit.key, created with mode 0600 on first start).
+	AuditKeyFile string
+	// AuditOrigin names the log in its checkpoints; a new key gets this name
+	// (default "lethe-" and 12 random hex digits).
+	AuditOrigin string
+	// TrillianAddr (host:port of a Trillian log server) and TrillianTreeID
+	// select a Trillian PREORDERED_LOG tree instead of the embedded log.
+	TrillianAddr   string
+	TrillianTreeID int64
+	// ProofWait bounds how long an audited call waits for a signed
+	// checkpoint to cover its event before returning a pending receipt
+	// (default 2s).
+	ProofWait time.Duration
 }
 
 // DB is an open lethe store. It is safe for concurrent use.
 type DB struct {
-	store *store.DB
-	ring  *keys.Keyring
-	log   *slog.Logger
-	now   func() time.Time
+	store  *store.DB
+	ring   *keys.Keyring
+	logger *slog.Logger
+	now    func() time.Time
+
+	log           audit.Log
+	signer        *proofs.Signer
+	seq           *audit.Sequencer
+	proofWait     time.Duration
+	stopSequencer func()
+	closers       []func() error
+	closed        atomic.Bool
 }
+
+// ErrClosed is returned by calls on a closed DB.
+var ErrClosed = errors.New("lethe: closed")
 
 // Open opens (creating if needed) the store described by cfg.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
@@ -115,20 +144,46 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		}
 		kek = w
 	}
+	if cfg.AuditKeyFile == "" {
+		cfg.AuditKeyFile = filepath.Join(cfg.DataDir, "audit.key")
+	}
+	if cfg.ProofWait == 0 {
+		cfg.ProofWait = 2 * time.Second
+	}
 	st, err := store.Open(ctx, scfg)
 	if err != nil {
 		return nil, err
 	}
-	return &DB{
-		store: st,
-		ring:  keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
-		log:   cfg.Logger,
-		now:   cfg.Now,
-	}, nil
+	db := &DB{
+		store:     st,
+		ring:      keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
+		logger:    cfg.Logger,
+		now:       cfg.Now,
+		proofWait: cfg.ProofWait,
+	}
+	if err := db.openAudit(ctx, &cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
-// Close closes the store.
-func (db *DB) Close() error { return db.store.Close() }
+// Close drains the audit outbox (bounded) and closes the store.
+func (db *DB) Close() error {
+	if !db.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if db.stopSequencer != nil {
+		db.stopSequencer()
+	}
+	err := db.store.Close()
+	for _, c := range db.closers {
+		if cerr := c(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
 
 // Add writes one grain and returns its hash. Writing the same grain again
 // (same type, namespace, personal fields and scope) returns the existing
@@ -451,9 +506,14 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 	if err != nil {
 		return "", err
 	}
-	if err := db.store.Supersede(ctx, g.Memory, oldHash, row); err != nil {
+	ev, err := db.event(ctx, proofs.EventGrainSupersede, g.Memory, func(l *proofs.Leaf) { l.Hashes = []string{oldHash, row.Hash} })
+	if err != nil {
 		return "", err
 	}
+	if err := db.store.Supersede(ctx, g.Memory, oldHash, row, []store.Event{ev}); err != nil {
+		return "", err
+	}
+	db.seq.Kick()
 	return row.Hash, nil
 }
 
@@ -483,7 +543,8 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 	return out, nil
 }
 
-// ForgetResult says what Forget removed.
+// ForgetResult says what Forget removed. When it removed anything, the
+// embedded Receipt names the audit event and carries its proof.
 type ForgetResult struct {
 	// Count is the number of grains deleted, every version included.
 	Count int `json:"count"`
@@ -491,6 +552,7 @@ type ForgetResult struct {
 	Hashes []string `json:"hashes"`
 	// Status is "forgotten", or "not_found" when nothing matched.
 	Status string `json:"status"`
+	*Receipt
 }
 
 // Forget hard-deletes the selected grains, every version of their chains,
@@ -500,6 +562,27 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 	if err := sel.Validate(); err != nil {
 		return nil, err
 	}
+	// Forgetting by subject or user commits to what was named, so the caller
+	// can later prove which person the event concerned.
+	var nonce []byte
+	var commitment string
+	if subject := sel.Subject + sel.UserID; subject != "" {
+		nonce = proofs.NewNonce()
+		commitment = proofs.Commitment(nonce, subject)
+	}
+	var leaf []byte
+	var eventID string
+	mk := func(d *store.Deletion) (int64, []store.Event, error) {
+		if len(d.Hashes) == 0 {
+			return 0, nil, nil
+		}
+		ev, err := db.event(ctx, proofs.EventGrainForget, sel.Memory, func(l *proofs.Leaf) {
+			setHashes(l, d.Hashes)
+			l.Commitment = commitment
+		})
+		leaf, eventID = ev.Leaf, ev.ID
+		return db.now().UnixMicro(), []store.Event{ev}, err
+	}
 	var del *store.Deletion
 	var err error
 	switch {
@@ -507,9 +590,9 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 		if _, err := db.store.GrainByHash(ctx, sel.Memory, sel.Hash); err != nil {
 			return nil, err
 		}
-		del, err = db.store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash})
+		del, err = db.store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash}, mk)
 	case sel.Hashes != nil:
-		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes)
+		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes, mk)
 	default:
 		q := Query{Memory: sel.Memory, Subject: sel.Subject, UserID: sel.UserID}
 		f, ok, ferr := db.filter(ctx, &q)
@@ -517,7 +600,7 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 			del, err = &store.Deletion{}, ferr
 			break
 		}
-		del, err = db.store.DeleteWhere(ctx, *f)
+		del, err = db.store.DeleteWhere(ctx, *f, mk)
 	}
 	if err != nil {
 		return nil, err
@@ -528,6 +611,13 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 	}
 	if res.Count == 0 {
 		res.Status = "not_found"
+		return res, nil
+	}
+	if res.Receipt, err = db.receipt(ctx, eventID, leaf); err != nil {
+		return nil, err
+	}
+	if nonce != nil {
+		res.SubjectNonce = hex.EncodeToString(nonce)
 	}
 	return res, nil
 }

@@ -34,7 +34,10 @@ func openDB(t *testing.T, cfg lethe.Config) *lethe.DB {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() {
+		collectLeaves(t, db)
+		db.Close()
+	})
 	return db
 }
 

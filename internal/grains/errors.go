@@ -25,6 +25,7 @@ const (
 	CodeHeld              Code = "held"               // a legal hold forbids this destructive call
 	CodeProtected         Code = "protected"          // a policy protects the grain from this call
 	CodeUnavailable       Code = "unavailable"        // a dependency (store, KEK, log) cannot be reached
+	CodePending           Code = "pending"            // committed and audited, but no signed checkpoint covers it yet
 	CodeInternal          Code = "internal"           // a bug or an invariant broken; details are logged, not returned
 )
 

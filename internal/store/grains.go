@@ -37,6 +37,9 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow)
 				return err
 			})
 		}
+		if err == nil {
+			db.noteInserted(len(rows))
+		}
 		if err == nil || !errors.Is(err, errDuplicate) || attempt == 2 {
 			return out, translate(err, "insert grains")
 		}
@@ -205,7 +208,7 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 // Supersede marks old (in memory) as superseded by next and stores next, in
 // one transaction. It fails with already_superseded if old has a newer
 // version, and with conflict if next duplicates a live grain.
-func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *GrainRow) error {
+func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *GrainRow, evs []Event) error {
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ? AND superseded_by = ''", memory, oldHash).
 			Update("superseded_by", next.Hash)
@@ -230,7 +233,7 @@ func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *Grain
 		if out[0] != next.Hash {
 			return &grains.Error{Code: grains.CodeConflict, Message: "an identical live grain exists: " + out[0]}
 		}
-		return nil
+		return insertEvents(tx, next.CreatedUS, evs)
 	})
 	if errors.Is(err, errDuplicate) {
 		return &grains.Error{Code: grains.CodeConflict, Message: "an identical live grain was written concurrently"}
@@ -287,9 +290,25 @@ type Deletion struct {
 	Hashes []string
 }
 
+// EventsFunc builds the audit events of a deletion; they commit with it.
+// It may refuse the deletion by returning an error (nothing is deleted).
+type EventsFunc func(d *Deletion) (now int64, evs []Event, err error)
+
+func commitEvents(tx *gorm.DB, del *Deletion, mk EventsFunc) error {
+	if mk == nil {
+		return nil
+	}
+	now, evs, err := mk(del)
+	if err != nil {
+		return err
+	}
+	return insertEvents(tx, now, evs)
+}
+
 // DeleteHashes deletes the grains of memory with the given hashes and every
-// version of their chains, with their tag tokens, in one transaction.
-func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string) (*Deletion, error) {
+// version of their chains, with their tag tokens and the events mk builds,
+// in one transaction.
+func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, mk EventsFunc) (*Deletion, error) {
 	var del *Deletion
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var seeds []chainRow
@@ -301,15 +320,18 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string) 
 			seeds = append(seeds, r...)
 		}
 		var err error
-		del, err = deleteChains(tx, memory, seeds)
-		return err
+		if del, err = deleteChains(tx, memory, seeds); err != nil {
+			return err
+		}
+		return commitEvents(tx, del, mk)
 	})
 	return del, translate(err, "delete grains")
 }
 
 // DeleteWhere deletes every grain of f.Memory matching f (superseded and
-// archived included, whatever f says) and every version of their chains.
-func (db *DB) DeleteWhere(ctx context.Context, f Filter) (*Deletion, error) {
+// archived included, whatever f says) and every version of their chains,
+// with the events mk builds, in one transaction.
+func (db *DB) DeleteWhere(ctx context.Context, f Filter, mk EventsFunc) (*Deletion, error) {
 	if f.empty() {
 		return &Deletion{}, nil
 	}
@@ -321,8 +343,10 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter) (*Deletion, error) {
 			return translate(err, "find grains")
 		}
 		var err error
-		del, err = deleteChains(tx, f.Memory, seeds)
-		return err
+		if del, err = deleteChains(tx, f.Memory, seeds); err != nil {
+			return err
+		}
+		return commitEvents(tx, del, mk)
 	})
 	return del, translate(err, "delete grains")
 }

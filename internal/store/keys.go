@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/lethe-io/lethe/internal/keys"
@@ -40,15 +41,34 @@ func (db *DB) LiveKey(ctx context.Context, memory string, kind keys.Kind, name s
 func (db *DB) CreateKey(ctx context.Context, r keys.Record) (keys.Record, error) {
 	row := KeyRow{Memory: r.Memory, Kind: string(r.Kind), Name: r.Name, Wrapped: r.Wrapped,
 		Fingerprint: r.Fingerprint, CreatedUS: r.CreatedAt.UnixMicro()}
-	res := db.gorm.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
-	if res.Error != nil {
-		return keys.Record{}, translate(res.Error, "create data key")
+	created := false
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+		if res.Error != nil || res.RowsAffected != 1 || row.ID == 0 {
+			return res.Error
+		}
+		created = true
+		if db.keyEvent == nil {
+			return nil
+		}
+		ev, err := db.keyEvent(ctx, toRecord(row))
+		if err != nil {
+			return err
+		}
+		return insertEvents(tx, row.CreatedUS, []Event{ev})
+	})
+	if err != nil {
+		return keys.Record{}, translate(err, "create data key")
 	}
-	if res.RowsAffected == 1 && row.ID != 0 {
+	if created {
 		return toRecord(row), nil
 	}
 	return db.LiveKey(ctx, r.Memory, r.Kind, r.Name)
 }
+
+// SetKeyEvent sets the function that builds the audit event committed with
+// every key creation.
+func (db *DB) SetKeyEvent(fn func(context.Context, keys.Record) (Event, error)) { db.keyEvent = fn }
 
 // KeysByID returns the keys with the given ids.
 func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) {

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/driver/postgres"
@@ -28,6 +29,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/keys"
 )
 
 // Dialects.
@@ -52,6 +54,12 @@ type DB struct {
 	gorm    *gorm.DB
 	dialect string
 	log     *slog.Logger
+
+	// inserted counts rows written since the last ANALYZE; see noteInserted.
+	inserted  atomic.Int64
+	analyzing atomic.Bool
+
+	keyEvent func(context.Context, keys.Record) (Event, error)
 }
 
 // Open opens the database and brings its schema up to date.
@@ -138,7 +146,7 @@ func (db *DB) Ping(ctx context.Context) error {
 // clauses differ in meaning from plain uniqueness.
 func (db *DB) migrate(ctx context.Context) error {
 	g := db.gorm.WithContext(ctx)
-	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}); err != nil {
+	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}); err != nil {
 		return translate(err, "migrate schema")
 	}
 	for _, stmt := range []string{
@@ -201,4 +209,29 @@ func (db *DB) underPrefix(column, prefix string) (string, []any) {
 	}
 	esc := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(prefix)
 	return "(" + column + " = ? OR " + column + ` LIKE ? ESCAPE '\')`, []any{prefix, esc + "/%"}
+}
+
+// analyzeEvery is how many inserted rows trigger a statistics refresh.
+const analyzeEvery = 20000
+
+// noteInserted counts inserted rows and, on PostgreSQL, refreshes the
+// planner's statistics in the background once enough rows arrived: after a
+// bulk load, stale statistics make the planner scan the whole table instead
+// of using the token indexes (autovacuum catches up, but only later).
+func (db *DB) noteInserted(n int) {
+	if db.dialect != Postgres {
+		return
+	}
+	if db.inserted.Add(int64(n)) < analyzeEvery || !db.analyzing.CompareAndSwap(false, true) {
+		return
+	}
+	db.inserted.Store(0)
+	go func() {
+		defer db.analyzing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := db.gorm.WithContext(ctx).Exec("ANALYZE grains, grain_tags").Error; err != nil {
+			db.log.Warn("analyze failed", slog.Any("error", err))
+		}
+	}()
 }

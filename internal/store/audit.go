@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// Event is an audit event waiting in the outbox: its leaf is built by the
+// caller and committed in the same transaction as the state change it
+// records, so a crash never keeps one without the other.
+type Event struct {
+	ID     string // the leaf's event id
+	Memory string
+	Type   string
+	Leaf   []byte
+}
+
+// EventRow is an outbox row. Seq is the leaf index, assigned by the
+// sequencer after commit; nil until then.
+type EventRow struct {
+	ID        int64  `gorm:"primaryKey;autoIncrement"`
+	EventID   string `gorm:"size:32;not null;uniqueIndex:idx_audit_events_event"`
+	Memory    string `gorm:"size:64;not null"`
+	Type      string `gorm:"size:32;not null"`
+	Leaf      []byte `gorm:"not null"`
+	Seq       *int64 `gorm:"uniqueIndex:idx_audit_events_seq"`
+	CreatedUS int64  `gorm:"column:created_us;not null"`
+}
+
+// TableName is the outbox table.
+func (EventRow) TableName() string { return "audit_events" }
+
+// SequenceState is the single row holding the sequencer's counters.
+type SequenceState struct {
+	ID       int64 `gorm:"primaryKey;autoIncrement:false"`
+	NextSeq  int64 `gorm:"not null"`
+	Appended int64 `gorm:"not null"`
+}
+
+// TableName is the sequencer state table.
+func (SequenceState) TableName() string { return "audit_sequence" }
+
+// CheckpointRow is a checkpoint lethe signed.
+type CheckpointRow struct {
+	Size      int64  `gorm:"primaryKey;autoIncrement:false"`
+	Root      []byte `gorm:"not null"`
+	Note      []byte `gorm:"not null"`
+	CreatedUS int64  `gorm:"column:created_us;not null"`
+}
+
+// TableName is the checkpoint table.
+func (CheckpointRow) TableName() string { return "audit_checkpoints" }
+
+func insertEvents(tx *gorm.DB, now int64, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	rows := make([]EventRow, len(evs))
+	for i, e := range evs {
+		rows[i] = EventRow{EventID: e.ID, Memory: e.Memory, Type: e.Type, Leaf: e.Leaf, CreatedUS: now}
+	}
+	return translate(tx.Create(&rows).Error, "write audit event")
+}
+
+func insertEventsPG(ctx context.Context, tx pgx.Tx, now int64, evs []Event) error {
+	for _, e := range evs {
+		if _, err := tx.Exec(ctx, `INSERT INTO audit_events (event_id, memory, type, leaf, created_us) VALUES ($1, $2, $3, $4, $5)`,
+			e.ID, e.Memory, e.Type, e.Leaf, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AppendEvents commits events alone (for events that record no other state
+// change, such as a refused erasure).
+func (db *DB) AppendEvents(ctx context.Context, now int64, evs []Event) error {
+	return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return insertEvents(tx, now, evs) })
+}
+
+// sequencerLock is the PostgreSQL advisory lock key that serializes
+// sequence assignment across replicas ("lethe-sq").
+const sequencerLock = 0x6c657468652d7371
+
+// AssignSequence numbers up to max committed, unnumbered events with the
+// next consecutive leaf indices, and returns how many it numbered. One
+// assigner runs at a time across replicas (an advisory lock on PostgreSQL,
+// the write lock on SQLite), and numbers are taken in the same transaction
+// that records them, so there are no gaps.
+func (db *DB) AssignSequence(ctx context.Context, max int) (int, error) {
+	n := 0
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if db.dialect == Postgres {
+			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", sequencerLock).Error; err != nil {
+				return err
+			}
+		}
+		var st SequenceState
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&SequenceState{ID: 1}).Error; err != nil {
+			return err
+		}
+		if err := tx.First(&st, 1).Error; err != nil {
+			return err
+		}
+		var ids []int64
+		if err := tx.Model(&EventRow{}).Where("seq IS NULL").Order("id").Limit(max).Pluck("id", &ids).Error; err != nil {
+			return err
+		}
+		for i, id := range ids {
+			if err := tx.Model(&EventRow{}).Where("id = ?", id).Update("seq", st.NextSeq+int64(i)).Error; err != nil {
+				return err
+			}
+		}
+		n = len(ids)
+		return tx.Model(&SequenceState{}).Where("id = 1").Update("next_seq", st.NextSeq+int64(n)).Error
+	})
+	return n, translate(err, "assign audit sequence")
+}
+
+// SequencedEvent is an event with its leaf index.
+type SequencedEvent struct {
+	Seq     int64
+	EventID string
+	Leaf    []byte
+}
+
+// Sequenced returns up to max numbered events from index from on, in order.
+func (db *DB) Sequenced(ctx context.Context, from int64, max int) ([]SequencedEvent, error) {
+	var rows []EventRow
+	err := db.gorm.WithContext(ctx).Where("seq >= ?", from).Order("seq").Limit(max).Find(&rows).Error
+	if err != nil {
+		return nil, translate(err, "read audit events")
+	}
+	out := make([]SequencedEvent, len(rows))
+	for i, r := range rows {
+		out[i] = SequencedEvent{Seq: *r.Seq, EventID: r.EventID, Leaf: r.Leaf}
+	}
+	return out, nil
+}
+
+// SequenceCounters returns the next index to assign and how many leaves the
+// log has accepted.
+func (db *DB) SequenceCounters(ctx context.Context) (next, appended int64, err error) {
+	var st []SequenceState
+	if err := db.gorm.WithContext(ctx).Where("id = 1").Find(&st).Error; err != nil {
+		return 0, 0, translate(err, "read audit sequence")
+	}
+	if len(st) == 0 {
+		return 0, 0, nil
+	}
+	return st[0].NextSeq, st[0].Appended, nil
+}
+
+// SetAppended records that the log holds the first n leaves. It never
+// moves the counter backwards.
+func (db *DB) SetAppended(ctx context.Context, n int64) error {
+	err := db.gorm.WithContext(ctx).Model(&SequenceState{}).Where("id = 1 AND appended < ?", n).Update("appended", n).Error
+	return translate(err, "record audit append")
+}
+
+// EventByID returns the outbox row of an event, or not_found.
+func (db *DB) EventByID(ctx context.Context, id string) (*EventRow, error) {
+	var rows []EventRow
+	if err := db.gorm.WithContext(ctx).Where("event_id = ?", id).Limit(1).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read audit event")
+	}
+	if len(rows) == 0 {
+		return nil, grains.Errorf(grains.CodeNotFound, "no audit event %s", id)
+	}
+	return &rows[0], nil
+}
+
+// PendingEvents counts committed events not yet accepted by the log.
+func (db *DB) PendingEvents(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.gorm.WithContext(ctx).Model(&EventRow{}).Where("seq IS NULL").Count(&n).Error
+	if err != nil {
+		return 0, translate(err, "count audit events")
+	}
+	next, appended, err := db.SequenceCounters(ctx)
+	return n + next - appended, err
+}
+
+// LatestCheckpoint returns the largest signed checkpoint, or nil if none.
+func (db *DB) LatestCheckpoint(ctx context.Context) (*CheckpointRow, error) {
+	var rows []CheckpointRow
+	if err := db.gorm.WithContext(ctx).Order("size DESC").Limit(1).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read checkpoint")
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	return &rows[0], nil
+}
+
+// CheckpointAt returns the signed checkpoint of a size, or not_found.
+func (db *DB) CheckpointAt(ctx context.Context, size int64) (*CheckpointRow, error) {
+	var rows []CheckpointRow
+	if err := db.gorm.WithContext(ctx).Where("size = ?", size).Limit(1).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read checkpoint")
+	}
+	if len(rows) == 0 {
+		return nil, grains.Errorf(grains.CodeNotFound, "no checkpoint of size %d", size)
+	}
+	return &rows[0], nil
+}
+
+// SaveCheckpoint stores a signed checkpoint. Storing the same size twice
+// keeps the first (signatures are deterministic, so replicas agree).
+func (db *DB) SaveCheckpoint(ctx context.Context, c CheckpointRow) error {
+	err := db.gorm.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&c).Error
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return nil
+	}
+	return translate(err, "save checkpoint")
+}
