@@ -143,7 +143,7 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 				return nil // a retry of leaves already appended
 			}
 		}
-		rng, err := l.rangeAt(tx, size)
+		rng, err := l.rangeAt(tx, size, st.Root)
 		if err != nil {
 			return err
 		}
@@ -225,8 +225,9 @@ func compareStored(tx *gorm.DB, start uint64, leaves [][]byte) error {
 }
 
 // rangeAt returns a compact range [0, size) the caller may extend: a copy of
-// the cached one, or one read from the stored nodes.
-func (l *EmbeddedLog) rangeAt(db *gorm.DB, size uint64) (*compact.Range, error) {
+// the cached one, or one read from the stored nodes and checked against the
+// stored root, so that a modified border node is not built upon.
+func (l *EmbeddedLog) rangeAt(db *gorm.DB, size uint64, root []byte) (*compact.Range, error) {
 	if l.rng != nil && l.rng.End() == size {
 		return rangeFactory.NewRange(0, size, slices.Clone(l.rng.Hashes()))
 	}
@@ -234,7 +235,21 @@ func (l *EmbeddedLog) rangeAt(db *gorm.DB, size uint64) (*compact.Range, error) 
 	if err != nil {
 		return nil, err
 	}
-	return rangeFactory.NewRange(0, size, hashes)
+	rng, err := rangeFactory.NewRange(0, size, hashes)
+	if err != nil {
+		return nil, err
+	}
+	got := emptyRoot[:]
+	if size > 0 {
+		if got, err = rng.GetRootHash(nil); err != nil {
+			return nil, err
+		}
+	}
+	if !bytes.Equal(got, root) {
+		return nil, &VerificationError{Op: "root", Size: size, Want: root, Got: got,
+			Err: errors.New("stored border nodes do not hash to the stored root")}
+	}
+	return rng, nil
 }
 
 // Root implements [Log.Root].

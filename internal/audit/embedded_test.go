@@ -70,43 +70,30 @@ var embeddedBackends = []struct {
 func TestEmbeddedLog(t *testing.T) {
 	for _, b := range embeddedBackends {
 		t.Run(b.name, func(t *testing.T) {
-			testLog(t, func(t *testing.T) Log { return newEmbedded(t, b.open(t)) })
+			testLog(t, func(t *testing.T) (Log, func() Log) {
+				db := b.open(t)
+				return newEmbedded(t, db), func() Log { return newEmbedded(t, db) }
+			})
 		})
 	}
 }
 
-// TestEmbeddedLogReopen checks that a second EmbeddedLog on the same
-// database (a restart, or another replica) continues the same tree, and that
-// both see each other's appends.
-func TestEmbeddedLogReopen(t *testing.T) {
-	for _, b := range embeddedBackends {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := testContext(t)
-			db := b.open(t)
-			l1, l2 := newEmbedded(t, db), newEmbedded(t, db)
-			ref := &refTree{}
-			for i := range 10 {
-				l := []*EmbeddedLog{l1, l2}[i%2]
-				batch := testLeaves("reopen", int(ref.size()), i+1)
-				appendAndWait(t, l, ref.size(), batch)
-				ref.add(batch...)
-				assertRoot(t, l1, ref)
-				assertRoot(t, l2, ref)
-			}
-			// The other instance's cached range is stale: a retry and a
-			// conflict must still be judged against the database.
-			if err := l1.Append(ctx, ref.size()-3, ref.leaves[ref.size()-3:]); err != nil {
-				t.Fatalf("retry through the other instance = %v", err)
-			}
-			if err := l2.Append(ctx, ref.size()-1, testLeaves("x", 0, 1)); !errors.Is(err, ErrConflict) {
-				t.Fatalf("conflict through the other instance = %v, want ErrConflict", err)
-			}
-			assertInclusion(t, newEmbedded(t, db), ref, 17, ref.size())
-			if err := l1.Verify(ctx); err != nil {
-				t.Fatalf("Verify() = %v", err)
-			}
-		})
+// TestEmbeddedLogTamperedBorder modifies a node on the tree's right border:
+// an instance without the border cached refuses to build on it.
+func TestEmbeddedLogTamperedBorder(t *testing.T) {
+	ctx := testContext(t)
+	db := openSQLite(t)
+	appendAndWait(t, newEmbedded(t, db), 0, testLeaves("border", 0, 45))
+	// Border of 45 leaves: (5,0), (3,4), (2,10), (0,44).
+	if err := db.Model(&logNode{}).Where("level = 3 AND idx = 4").Update("hash", make([]byte, 32)).Error; err != nil {
+		t.Fatal(err)
 	}
+	err := newEmbedded(t, db).Append(ctx, 45, testLeaves("border", 45, 1))
+	var verr *VerificationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("Append on a tampered border = %v, want a *VerificationError", err)
+	}
+	t.Log(err)
 }
 
 // TestEmbeddedLogUnrecordedSizes asks for proofs at sizes inside one append

@@ -13,8 +13,10 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 )
 
-// newLogFunc returns a fresh, empty Log for one (sub)test.
-type newLogFunc func(t *testing.T) Log
+// newLogFunc returns a fresh, empty Log for one (sub)test, and a function
+// that opens another instance on the same storage (a restarted process or a
+// second replica).
+type newLogFunc func(t *testing.T) (l Log, another func() Log)
 
 // testLog is the conformance suite every Log backend passes (in the manner
 // of x/mod's sumdb/storage TestStorage). Proofs are checked twice: with
@@ -23,7 +25,7 @@ type newLogFunc func(t *testing.T) Log
 func testLog(t *testing.T, newLog newLogFunc) {
 	t.Run("Empty", func(t *testing.T) {
 		ctx := testContext(t)
-		l := newLog(t)
+		l, _ := newLog(t)
 		size, root, err := l.Root(ctx)
 		if err != nil || size != 0 || root != sha256.Sum256(nil) {
 			t.Fatalf("Root() = %d, %x, %v; want 0, SHA-256(\"\"), nil", size, root, err)
@@ -38,7 +40,7 @@ func testLog(t *testing.T, newLog newLogFunc) {
 
 	t.Run("AppendAndProve", func(t *testing.T) {
 		ctx := testContext(t)
-		l := newLog(t)
+		l, _ := newLog(t)
 		ref := &refTree{}
 		var sizes []uint64
 		for i, n := range []int{1, 1, 2, 3, 1, 8, 5, 16, 1, 7, 19} {
@@ -77,7 +79,7 @@ func testLog(t *testing.T, newLog newLogFunc) {
 
 	t.Run("IdempotentRetry", func(t *testing.T) {
 		ctx := testContext(t)
-		l := newLog(t)
+		l, _ := newLog(t)
 		ref := &refTree{}
 		first := testLeaves("retry", 0, 6)
 		appendAndWait(t, l, 0, first)
@@ -105,7 +107,7 @@ func testLog(t *testing.T, newLog newLogFunc) {
 
 	t.Run("ConflictAndGap", func(t *testing.T) {
 		ctx := testContext(t)
-		l := newLog(t)
+		l, _ := newLog(t)
 		ref := &refTree{}
 		first := testLeaves("conflict", 0, 5)
 		appendAndWait(t, l, 0, first)
@@ -134,7 +136,7 @@ func testLog(t *testing.T, newLog newLogFunc) {
 
 	t.Run("InvalidArguments", func(t *testing.T) {
 		ctx := testContext(t)
-		l := newLog(t)
+		l, _ := newLog(t)
 		appendAndWait(t, l, 0, testLeaves("args", 0, 4))
 		if err := l.Append(ctx, 4, [][]byte{[]byte("x"), {}}); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Append with an empty leaf = %v, want ErrInvalidArgument", err)
@@ -156,8 +158,48 @@ func testLog(t *testing.T, newLog newLogFunc) {
 		}
 	})
 
+	t.Run("SecondInstance", func(t *testing.T) {
+		ctx := testContext(t)
+		l1, another := newLog(t)
+		l2 := another()
+		ref := &refTree{}
+		for i := range 8 {
+			l := []Log{l1, l2}[i%2]
+			batch := testLeaves("second", int(ref.size()), i+1)
+			if i < 4 {
+				appendAndWait(t, l, ref.size(), batch)
+			} else if err := l.Append(ctx, ref.size(), batch); err != nil {
+				// Without waiting: the other instance's leaves may be
+				// pending.
+				t.Fatalf("Append(%d) through instance %d = %v", ref.size(), i%2+1, err)
+			}
+			ref.add(batch...)
+		}
+		for _, l := range []Log{l1, l2} {
+			if err := l.WaitIntegrated(ctx, ref.size()); err != nil {
+				t.Fatalf("WaitIntegrated(%d) = %v", ref.size(), err)
+			}
+			assertRoot(t, l, ref)
+		}
+		// Retries, conflicts and gaps are judged on what is stored, not on
+		// what one instance appended.
+		if err := l1.Append(ctx, ref.size()-8, ref.leaves[ref.size()-8:]); err != nil {
+			t.Fatalf("retry of the other instance's batch = %v", err)
+		}
+		if err := l1.Append(ctx, ref.size()-1, testLeaves("x", 0, 1)); !errors.Is(err, ErrConflict) {
+			t.Fatalf("different leaf at the other instance's last index = %v, want ErrConflict", err)
+		}
+		if err := l2.Append(ctx, ref.size()+1, testLeaves("x", 0, 1)); !errors.Is(err, ErrGap) {
+			t.Fatalf("Append past the end = %v, want ErrGap", err)
+		}
+		l3 := another()
+		assertRoot(t, l3, ref)
+		assertInclusion(t, l3, ref, 17, ref.size())
+		assertConsistency(t, l3, ref, 10, ref.size())
+	})
+
 	t.Run("WaitIntegratedHonoursContext", func(t *testing.T) {
-		l := newLog(t)
+		l, _ := newLog(t)
 		appendAndWait(t, l, 0, testLeaves("wait", 0, 2))
 		ctx, cancel := context.WithTimeout(testContext(t), 100*time.Millisecond)
 		defer cancel()
@@ -173,7 +215,7 @@ func testLog(t *testing.T, newLog newLogFunc) {
 
 	t.Run("WaitersWakeOnAppend", func(t *testing.T) {
 		ctx := testContext(t)
-		l := newLog(t)
+		l, _ := newLog(t)
 		errs := make(chan error, 8)
 		for range cap(errs) {
 			go func() { errs <- l.WaitIntegrated(ctx, 3) }()

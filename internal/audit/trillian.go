@@ -144,9 +144,18 @@ func (l *TrillianLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 	end := start + uint64(len(leaves))
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
+	cached := l.nextKnown
 	next, err := l.appendedSize(ctx, start, end)
 	if err != nil {
 		return err
+	}
+	if start > next && cached {
+		// Another process (a sequencer on another replica) may have
+		// appended since: look again before calling it a gap.
+		l.nextKnown = false
+		if next, err = l.appendedSize(ctx, start, end); err != nil {
+			return err
+		}
 	}
 	if start > next {
 		return fmt.Errorf("%w: append at %d, log size is %d", ErrGap, start, next)
