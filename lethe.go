@@ -113,6 +113,10 @@ type DB struct {
 	stopSequencer func()
 	closers       []func() error
 	closed        atomic.Bool
+
+	kek       keys.Wrapper
+	epochs    epochs
+	cleanKick chan struct{}
 }
 
 // ErrClosed is returned by calls on a closed DB.
@@ -160,11 +164,20 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		logger:    cfg.Logger,
 		now:       cfg.Now,
 		proofWait: cfg.ProofWait,
+		kek:       kek,
+		cleanKick: make(chan struct{}, 1),
 	}
 	if err := db.openAudit(ctx, &cfg); err != nil {
 		st.Close()
 		return nil, err
 	}
+	cctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.runCleaner(cctx)
+	}()
+	db.closers = append([]func() error{func() error { cancel(); <-done; return nil }}, db.closers...)
 	return db, nil
 }
 
@@ -176,11 +189,14 @@ func (db *DB) Close() error {
 	if db.stopSequencer != nil {
 		db.stopSequencer()
 	}
-	err := db.store.Close()
+	var err error
 	for _, c := range db.closers {
 		if cerr := c(); err == nil {
 			err = cerr
 		}
+	}
+	if cerr := db.store.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }
@@ -224,15 +240,24 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 	if err := db.warmChains(ctx, batch); err != nil {
 		return nil, err
 	}
-	rows := make([]*store.GrainRow, len(batch))
-	for i := range batch {
-		row, err := db.seal(ctx, &batch[i])
-		if err != nil {
-			return nil, err
+	for attempt := 0; ; attempt++ {
+		rows := make([]*store.GrainRow, len(batch))
+		for i := range batch {
+			row, err := db.seal(ctx, &batch[i])
+			if err != nil {
+				return nil, err
+			}
+			rows[i] = row
 		}
-		rows[i] = row
+		hs, err := db.store.InsertGrains(ctx, batch[0].Memory, rows)
+		if grains.ErrorCode(err) == grains.CodeErased && attempt == 0 {
+			// Another instance erased a key this process had cached: reload
+			// keys (an erased user or scope gets a new key) and seal again.
+			db.ring.Purge()
+			continue
+		}
+		return hs, err
 	}
-	return db.store.InsertGrains(ctx, batch[0].Memory, rows)
 }
 
 // warmChains resolves the distinct key chains of a batch concurrently, so
@@ -359,6 +384,7 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.observe([]store.GrainRow{*r})
 	return db.open(ctx, r)
 }
 
@@ -391,6 +417,7 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.observe(rows)
 	page := &Page{Grains: make([]Grain, 0, len(rows))}
 	for i := range rows {
 		g, err := db.open(ctx, &rows[i])
@@ -532,6 +559,7 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 	if err != nil {
 		return nil, err
 	}
+	db.observe(rows)
 	out := make([]Grain, 0, len(rows))
 	for i := range rows {
 		g, err := db.open(ctx, &rows[i])
@@ -603,7 +631,7 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 		del, err = db.store.DeleteWhere(ctx, *f, mk)
 	}
 	if err != nil {
-		return nil, err
+		return nil, db.refused(ctx, sel.Memory, err)
 	}
 	res := &ForgetResult{Count: len(del.Hashes), Hashes: del.Hashes, Status: "forgotten"}
 	if res.Hashes == nil {

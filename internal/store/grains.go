@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -13,6 +16,32 @@ import (
 
 // chunk bounds the number of bound parameters per statement.
 const chunk = 500
+
+// withEpoch selects grain rows with their memory's erase epoch, read in the
+// same statement so that a reader sees an erase no later than its rows.
+const withEpoch = "grains.*, COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = grains.memory), 0) AS erase_epoch"
+
+// chainIDs returns the distinct key ids of the rows' chains.
+func chainIDs(rows []*GrainRow) ([]int64, error) {
+	seen := map[string]bool{}
+	var ids []int64
+	for _, r := range rows {
+		if seen[r.KeyChain] {
+			continue
+		}
+		seen[r.KeyChain] = true
+		for _, p := range strings.Split(r.KeyChain, ".") {
+			id, err := strconv.ParseInt(p, 10, 64)
+			if err != nil {
+				return nil, grains.Errorf(grains.CodeInternal, "corrupt key chain id")
+			}
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
+}
 
 // InsertGrains stores rows of one memory in one transaction and returns
 // their hashes in order. A row whose (scope, dedup token) matches a live
@@ -33,7 +62,7 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow)
 		} else {
 			err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 				var err error
-				out, err = insertGrains(tx, memory, rows)
+				out, err = insertGrains(tx, db.dialect, memory, rows)
 				return err
 			})
 		}
@@ -48,7 +77,14 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow)
 
 func dedupKey(scope string, tok []byte) string { return scope + "\x00" + string(tok) }
 
-func insertGrains(tx *gorm.DB, memory string, rows []*GrainRow) ([]string, error) {
+func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]string, error) {
+	ids, err := chainIDs(rows)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLive(tx, dialect, ids); err != nil {
+		return nil, err
+	}
 	existing := make(map[string]string)
 	toks := make([][]byte, 0, len(rows))
 	for _, r := range rows {
@@ -90,7 +126,7 @@ func insertGrains(tx *gorm.DB, memory string, rows []*GrainRow) ([]string, error
 // GrainByHash returns the grain with hash in memory, or a not_found error.
 func (db *DB) GrainByHash(ctx context.Context, memory, hash string) (*GrainRow, error) {
 	var rows []GrainRow
-	if err := db.gorm.WithContext(ctx).Where("hash = ? AND memory = ?", hash, memory).Limit(1).Find(&rows).Error; err != nil {
+	if err := db.gorm.WithContext(ctx).Select(withEpoch).Where("hash = ? AND memory = ?", hash, memory).Limit(1).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read grain")
 	}
 	if len(rows) == 0 {
@@ -194,7 +230,7 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 	if f.empty() {
 		return nil, nil
 	}
-	q := db.where(db.gorm.WithContext(ctx), &f).Order("id DESC")
+	q := db.where(db.gorm.WithContext(ctx).Select(withEpoch), &f).Order("id DESC")
 	if f.Limit > 0 {
 		q = q.Limit(f.Limit)
 	}
@@ -226,7 +262,7 @@ func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *Grain
 			return &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
 				Hint: "supersede the newest version; see its history"}
 		}
-		out, err := insertGrains(tx, memory, []*GrainRow{next})
+		out, err := insertGrains(tx, db.dialect, memory, []*GrainRow{next})
 		if err != nil {
 			return err
 		}
@@ -394,6 +430,9 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 		idList = append(idList, id)
 	}
 	sort.Strings(del.Hashes)
+	if err := checkRowHolds(tx, memory, idList); err != nil {
+		return nil, err
+	}
 	for i := 0; i < len(idList); i += chunk {
 		part := idList[i:min(i+chunk, len(idList))]
 		if err := tx.Where("grain_id IN ?", part).Delete(&TagRow{}).Error; err != nil {

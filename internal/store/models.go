@@ -25,7 +25,7 @@ type GrainRow struct {
 	Supersedes      string  `gorm:"size:64;not null"`
 	SupersededBy    string  `gorm:"size:64;not null"`
 	KeyChain        string  `gorm:"size:256;not null"`
-	UserKeyID       int64   `gorm:"not null"`
+	UserKeyID       int64   `gorm:"not null;index:idx_grains_userkey"`
 	UserRef         []byte  `gorm:"index:idx_grains_user"`
 	SubjectTok      []byte  `gorm:"column:s_tok;index:idx_grains_sro,priority:1;index:idx_grains_ros,priority:3;index:idx_grains_osr,priority:2"`
 	RelationTok     []byte  `gorm:"column:r_tok;index:idx_grains_sro,priority:2;index:idx_grains_ros,priority:1;index:idx_grains_osr,priority:3"`
@@ -34,6 +34,8 @@ type GrainRow struct {
 	Blob            []byte  `gorm:"not null"`
 
 	Tags []TagRow `gorm:"-"`
+	// Epoch is the memory's erase epoch, read with the row (see EpochRow).
+	Epoch int64 `gorm:"->;column:erase_epoch;-:migration"`
 }
 
 // TableName is the grains table.

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // PostgreSQL fast path: batch inserts go through pgx's COPY, which is several
@@ -40,6 +42,19 @@ var grainColumns = []string{"id", "hash", "memory", "type", "namespace", "scope"
 // insertGrainsPG is insertGrains over pgx: one dedup read, ids reserved
 // from the sequence, then COPY of grains and tags.
 func insertGrainsPG(ctx context.Context, tx pgx.Tx, memory string, rows []*GrainRow) ([]string, error) {
+	keyIDs, err := chainIDs(rows)
+	if err != nil {
+		return nil, err
+	}
+	// Share-lock the chain's keys: an erase cannot commit between this check
+	// and our commit, so no row is ever stored under a destroyed key.
+	var live int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT id FROM data_keys WHERE id = ANY($1) AND destroyed_us = 0 FOR SHARE) k`, keyIDs).Scan(&live); err != nil {
+		return nil, err
+	}
+	if live != len(keyIDs) {
+		return nil, grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
+	}
 	toks := make([][]byte, len(rows))
 	for i, r := range rows {
 		toks[i] = r.DedupTok

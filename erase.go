@@ -1,0 +1,325 @@
+package lethe
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/internal/store"
+)
+
+// Erasure is what a crypto-erasure returns: how many grains the destroyed
+// key made unreadable, the key's fingerprint, when, and the audit receipt
+// with its proof.
+type Erasure struct {
+	Count          int64     `json:"count"`
+	KeyFingerprint string    `json:"key_fingerprint"`
+	Timestamp      time.Time `json:"timestamp"`
+	*Receipt
+}
+
+// maxLeafKeys bounds the fingerprints an erase event lists (the erased key
+// first, then keys below it).
+const maxLeafKeys = 64
+
+// ForgetUser crypto-erases a user of memory: it destroys the user's data
+// key, so every grain of that user, in every scope, becomes unreadable at
+// once. Writing again for the same user id creates a new key.
+func (db *DB) ForgetUser(ctx context.Context, memory, userID string) (*Erasure, error) {
+	if memory == "" {
+		memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(memory); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(userID) == "" {
+		return nil, &grains.Error{Code: grains.CodeEmptySelector, Field: "user_id", Message: "name the user to erase"}
+	}
+	ref, err := db.ring.UserRef(ctx, memory, userID)
+	if errors.Is(err, keys.ErrNoKey) {
+		return nil, grains.Errorf(grains.CodeNotFound, "nothing to erase: memory %s holds no keys", memory)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindUser, Name: hex.EncodeToString(ref), UserRef: ref}, userID)
+}
+
+// EraseScope crypto-erases a scope path of memory and everything below it:
+// erasing acme/prod makes the grains of acme/prod and acme/prod/bot1
+// unreadable, whatever their user.
+func (db *DB) EraseScope(ctx context.Context, memory, path string) (*Erasure, error) {
+	if memory == "" {
+		memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(memory); err != nil {
+		return nil, err
+	}
+	path = strings.Trim(path, "/")
+	if path == "" {
+		return nil, &grains.Error{Code: grains.CodeEmptySelector, Field: "scope", Message: "name the scope to erase",
+			Hint: "an empty scope never means everything; to erase a whole memory use EraseMemory"}
+	}
+	if err := grains.ValidateScope(path); err != nil {
+		return nil, err
+	}
+	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindScope, Name: path}, path)
+}
+
+// EraseMemory crypto-erases a whole memory: its key, and with it every
+// scope and user key and every grain.
+func (db *DB) EraseMemory(ctx context.Context, memory string) (*Erasure, error) {
+	if err := grains.ValidateMemory(memory); err != nil {
+		return nil, err
+	}
+	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindMemory}, memory)
+}
+
+func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (*Erasure, error) {
+	now := db.now().UTC()
+	spec.Now = now.UnixMicro()
+	nonce := proofs.NewNonce()
+	var leaf []byte
+	var eventID string
+	er, err := db.store.EraseKey(ctx, spec, func(er *store.Erasure) ([]store.Event, error) {
+		ev, err := db.event(ctx, proofs.EventKeyErase, spec.Memory, func(l *proofs.Leaf) {
+			n := uint64(er.Count)
+			l.Count = &n
+			for i, k := range er.Destroyed {
+				if i == maxLeafKeys {
+					break
+				}
+				l.KeyFingerprints = append(l.KeyFingerprints, k.Fingerprint)
+			}
+			l.Commitment = proofs.Commitment(nonce, subject)
+		})
+		leaf, eventID = ev.Leaf, ev.ID
+		return []store.Event{ev}, err
+	})
+	if err != nil {
+		return nil, db.refused(ctx, spec.Memory, err)
+	}
+	// This process drops its cached keys now; other processes see the new
+	// erase epoch with the next rows they read.
+	db.ring.Purge()
+	db.destroyDedicated(ctx, er.Destroyed)
+	db.kickCleaner()
+	r, err := db.receipt(ctx, eventID, leaf)
+	if err != nil {
+		return nil, err
+	}
+	r.SubjectNonce = hex.EncodeToString(nonce)
+	return &Erasure{Count: er.Count, KeyFingerprint: er.Fingerprint, Timestamp: now.Truncate(time.Second), Receipt: r}, nil
+}
+
+// destroyer is a KEK that can destroy the KEK of one data key (Vault
+// transit in dedicated-key mode).
+type destroyer interface {
+	Destroy(ctx context.Context, ref keys.Ref) error
+}
+
+func (db *DB) destroyDedicated(ctx context.Context, destroyed []keys.Record) {
+	d, ok := db.kek.(destroyer)
+	if !ok {
+		return
+	}
+	for _, k := range destroyed {
+		if err := d.Destroy(ctx, keys.Ref{Memory: k.Memory, Kind: k.Kind, Fingerprint: k.Fingerprint}); err != nil {
+			// The wrapped key is already gone from the store; the dedicated KEK
+			// outliving it only matters for backups. Log and carry on.
+			db.logger.Warn("could not delete the dedicated KEK of an erased key", "fingerprint", k.Fingerprint, "error", err)
+		}
+	}
+}
+
+// refused records a refusal under a legal hold as an audit event of its
+// own (the refused change rolled back) and returns err.
+func (db *DB) refused(ctx context.Context, memory string, err error) error {
+	var held *store.HeldBy
+	if !errors.As(err, &held) {
+		return err
+	}
+	ev, eerr := db.event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
+		l.Hold, l.Reason = held.HoldID, "held"
+	})
+	if eerr == nil {
+		eerr = db.store.AppendEvents(ctx, db.now().UnixMicro(), []store.Event{ev})
+	}
+	if eerr != nil {
+		db.logger.Error("could not audit a refused erasure", "error", eerr)
+	}
+	db.seq.Kick()
+	return err
+}
+
+// Hold is a legal hold. A user hold does not name the user.
+type Hold struct {
+	ID        string    `json:"id"`
+	Memory    string    `json:"memory"`
+	Kind      string    `json:"kind"`
+	Scope     string    `json:"scope,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// HoldSpec names what to hold: exactly one of Scope or UserID.
+type HoldSpec struct {
+	Memory string
+	Scope  string
+	UserID string
+}
+
+// SetHold places a legal hold on a scope prefix or a user: until it is
+// released, every destructive call that would destroy a grain under it
+// (forget, erase, purge, policies) refuses with code held, and the refusal
+// is audited.
+func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
+	if spec.Memory == "" {
+		spec.Memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(spec.Memory); err != nil {
+		return nil, err
+	}
+	spec.Scope = strings.Trim(spec.Scope, "/")
+	if (spec.Scope == "") == (spec.UserID == "") {
+		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Message: "a hold names exactly one of a scope or a user"}
+	}
+	row := store.HoldRow{ID: store.NewHoldID(), Memory: spec.Memory, CreatedUS: db.now().UnixMicro()}
+	if spec.Scope != "" {
+		if err := grains.ValidateScope(spec.Scope); err != nil {
+			return nil, err
+		}
+		row.Kind, row.Scope = "scope", spec.Scope
+	} else {
+		if _, err := db.ring.WriteChain(ctx, spec.Memory, "", ""); err != nil { // the memory key, for the user ref
+			return nil, err
+		}
+		ref, err := db.ring.UserRef(ctx, spec.Memory, spec.UserID)
+		if err != nil {
+			return nil, err
+		}
+		row.Kind, row.UserRef = "user", ref
+	}
+	ev, err := db.event(ctx, proofs.EventHoldSet, spec.Memory, func(l *proofs.Leaf) { l.Hold = row.ID })
+	if err != nil {
+		return nil, err
+	}
+	if err := db.store.SetHold(ctx, row, []store.Event{ev}); err != nil {
+		return nil, err
+	}
+	db.seq.Kick()
+	return holdOf(row), nil
+}
+
+// ReleaseHold releases an active hold.
+func (db *DB) ReleaseHold(ctx context.Context, memory, id string) error {
+	if memory == "" {
+		memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(memory); err != nil {
+		return err
+	}
+	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return grains.FieldError(grains.CodeInvalidArgument, "id", "not a hold id")
+	}
+	ev, err := db.event(ctx, proofs.EventHoldRelease, memory, func(l *proofs.Leaf) { l.Hold = id })
+	if err != nil {
+		return err
+	}
+	if err := db.store.ReleaseHold(ctx, memory, id, db.now().UnixMicro(), []store.Event{ev}); err != nil {
+		return err
+	}
+	db.seq.Kick()
+	return nil
+}
+
+// Holds lists the active holds of memory.
+func (db *DB) Holds(ctx context.Context, memory string) ([]Hold, error) {
+	if memory == "" {
+		memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(memory); err != nil {
+		return nil, err
+	}
+	rows, err := db.store.Holds(ctx, memory)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Hold, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *holdOf(r))
+	}
+	return out, nil
+}
+
+func holdOf(r store.HoldRow) *Hold {
+	return &Hold{ID: r.ID, Memory: r.Memory, Kind: r.Kind, Scope: r.Scope, CreatedAt: time.UnixMicro(r.CreatedUS).UTC()}
+}
+
+// epochs remembers, per memory, the erase epoch this process's key cache
+// reflects.
+type epochs struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// observe purges the keyring when a row read shows a newer erase epoch than
+// the cache reflects: another instance erased a key since.
+func (db *DB) observe(rows []store.GrainRow) {
+	if len(rows) == 0 {
+		return
+	}
+	db.epochs.mu.Lock()
+	defer db.epochs.mu.Unlock()
+	if db.epochs.m == nil {
+		db.epochs.m = make(map[string]int64)
+	}
+	for _, r := range rows {
+		if seen, ok := db.epochs.m[r.Memory]; !ok || seen != r.Epoch {
+			db.ring.Purge()
+			db.epochs.m[r.Memory] = r.Epoch
+		}
+	}
+}
+
+// PurgeErased deletes, now, the rows and index tokens that erasures made
+// unreadable (a background cleaner does this continuously) and returns how
+// many it deleted.
+func (db *DB) PurgeErased(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := db.store.CleanupErased(ctx, 5000)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+func (db *DB) kickCleaner() {
+	select {
+	case db.cleanKick <- struct{}{}:
+	default:
+	}
+}
+
+func (db *DB) runCleaner(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		if _, err := db.PurgeErased(ctx); err != nil && ctx.Err() == nil {
+			db.logger.Warn("cleanup of erased grains failed; it resumes later", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-db.cleanKick:
+		case <-t.C:
+		}
+	}
+}

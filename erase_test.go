@@ -1,0 +1,351 @@
+package lethe_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+// population writes grains for john and jane across scopes and returns
+// john's hashes, jane's hashes, and all hashes by scope.
+func population(t *testing.T, db *lethe.DB) (john, jane []string, byScope map[string][]string) {
+	t.Helper()
+	byScope = map[string][]string{}
+	for _, scope := range []string{"", "acme", "acme/prod", "acme/prod/bot1", "acme/dev"} {
+		for _, u := range []string{"john", "jane", ""} {
+			h := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "subj-" + u, Relation: "in", Object: "scope-" + scope, Scope: scope, UserID: u})
+			byScope[scope] = append(byScope[scope], h)
+			switch u {
+			case "john":
+				john = append(john, h)
+			case "jane":
+				jane = append(jane, h)
+			}
+		}
+	}
+	return john, jane, byScope
+}
+
+// readable reports whether Get returns the grain; erased or not_found mean no.
+func readable(t *testing.T, db *lethe.DB, h string) bool {
+	t.Helper()
+	_, err := db.Get(context.Background(), "", h)
+	switch lethe.ErrorCode(err) {
+	case "":
+		return true
+	case "erased", "not_found":
+		return false
+	}
+	t.Fatalf("Get: %v", err)
+	return false
+}
+
+func recallCount(t *testing.T, db *lethe.DB, q lethe.Query) int {
+	t.Helper()
+	q.Limit, q.IncludeSuperseded, q.IncludeArchived = 1000, true, true
+	p, err := db.Recall(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Recall: %v", err)
+	}
+	return len(p.Grains)
+}
+
+func TestEraseUser(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		john, jane, _ := population(t, db)
+		// A version chain of john's: every version dies.
+		v2, err := db.Supersede(ctx, john[0], lethe.Grain{Type: "fact", Object: "moved"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		er, err := db.ForgetUser(ctx, "", "john")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if er.Count != int64(len(john)+1) || len(er.KeyFingerprint) != 64 || er.Proof == nil {
+			t.Fatalf("erasure: count %d fingerprint %q proof %v", er.Count, er.KeyFingerprint, er.Proof != nil)
+		}
+		nonce, _ := hex.DecodeString(er.SubjectNonce)
+		v, err := proofs.Verify(er.Proof, proofs.VerifyOptions{LogKey: db.AuditKey(), Subject: "john", Nonce: nonce})
+		if err != nil {
+			t.Fatalf("proof: %v", err)
+		}
+		if v.Leaf.Type != proofs.EventKeyErase || v.Leaf.GrainCount() != uint64(er.Count) || v.Leaf.FirstKeyFingerprint() != er.KeyFingerprint {
+			t.Errorf("leaf %+v does not match the erasure", v.Leaf)
+		}
+		// Every read path, before and after the cleaner ran.
+		for _, phase := range []string{"erased", "cleaned"} {
+			for _, h := range append(john, v2) {
+				if readable(t, db, h) {
+					t.Errorf("%s: john's grain %s still readable", phase, h[:8])
+				}
+			}
+			if _, err := db.History(ctx, "", v2); err == nil {
+				t.Errorf("%s: history of an erased grain answered", phase)
+			}
+			if n := recallCount(t, db, lethe.Query{UserID: "john"}); n != 0 {
+				t.Errorf("%s: recall by user found %d", phase, n)
+			}
+			if n := recallCount(t, db, lethe.Query{Subject: "subj-john"}); n != 0 {
+				t.Errorf("%s: recall by subject found %d", phase, n)
+			}
+			if n := recallCount(t, db, lethe.Query{}); n != 10 {
+				t.Errorf("%s: %d grains left, want jane's 5 and 5 without user", phase, n)
+			}
+			for _, h := range jane {
+				if !readable(t, db, h) {
+					t.Errorf("%s: jane's grain %s lost", phase, h[:8])
+				}
+			}
+			if _, err := db.PurgeErased(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// An erased key stays erased: john writes again under a new key.
+		h := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "subj-john", Object: "again", UserID: "john"})
+		if !readable(t, db, h) {
+			t.Fatal("new grain for john not readable")
+		}
+		er2, err := db.ForgetUser(ctx, "", "john")
+		if err != nil || er2.Count != 1 || er2.KeyFingerprint == er.KeyFingerprint {
+			t.Errorf("second erase: %v %+v", err, er2)
+		}
+		_, err = db.ForgetUser(ctx, "", "nobody")
+		if lethe.ErrorCode(err) != "not_found" {
+			t.Errorf("erasing an unknown user: %v", err)
+		}
+	})
+}
+
+func TestEraseScope(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		_, _, byScope := population(t, db)
+		er, err := db.EraseScope(ctx, "", "acme/prod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if er.Count != 6 {
+			t.Errorf("count %d, want the 6 grains of acme/prod and acme/prod/bot1", er.Count)
+		}
+		for scope, hs := range byScope {
+			dead := scope == "acme/prod" || scope == "acme/prod/bot1"
+			for _, h := range hs {
+				if readable(t, db, h) == dead {
+					t.Errorf("scope %q grain readable=%v after erasing acme/prod", scope, !dead)
+				}
+			}
+		}
+		if n := recallCount(t, db, lethe.Query{Scope: "acme"}); n != 6 {
+			t.Errorf("recall under acme: %d, want acme's and acme/dev's 6", n)
+		}
+		if n := recallCount(t, db, lethe.Query{Object: "scope-acme/prod/bot1"}); n != 0 {
+			t.Errorf("recall by object found erased grains: %d", n)
+		}
+		// Writing to the erased scope again makes a new key.
+		h := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "new", Scope: "acme/prod/bot1"})
+		if !readable(t, db, h) {
+			t.Error("new grain under an erased scope not readable")
+		}
+		if _, err := db.PurgeErased(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !readable(t, db, h) {
+			t.Error("the cleaner deleted a grain written after the erase")
+		}
+		// A user erase dies with any prefix of its scope, and vice versa.
+		mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "x", Scope: "acme/dev/bot2", UserID: "john"})
+		if _, err := db.EraseScope(ctx, "", "acme"); err != nil {
+			t.Fatal(err)
+		}
+		if n := recallCount(t, db, lethe.Query{UserID: "john"}); n != 1 { // john's grain in the root scope
+			t.Errorf("john has %d readable grains after erasing acme, want 1", n)
+		}
+		for _, tc := range []struct {
+			path string
+			code lethe.Code
+		}{{"", "empty_selector"}, {"/", "empty_selector"}, {"a//b", "invalid_scope"}, {"never/written", "not_found"}} {
+			_, err := db.EraseScope(ctx, "", tc.path)
+			if lethe.ErrorCode(err) != tc.code {
+				t.Errorf("EraseScope(%q) = %v, want %s", tc.path, err, tc.code)
+			}
+		}
+	})
+}
+
+func TestEraseMemory(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		population(t, db)
+		other := mustAdd(t, db, lethe.Grain{Memory: "other", Type: "fact", Subject: "kept"})
+		er, err := db.EraseMemory(ctx, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if er.Count != 15 {
+			t.Errorf("count %d, want 15", er.Count)
+		}
+		if n := recallCount(t, db, lethe.Query{}); n != 0 {
+			t.Errorf("%d grains readable in an erased memory", n)
+		}
+		if _, err := db.Get(ctx, "other", other); err != nil {
+			t.Errorf("another memory suffered: %v", err)
+		}
+		_, err = db.EraseMemory(ctx, "NOPE")
+		if lethe.ErrorCode(err) != "invalid_memory" {
+			t.Errorf("bad memory: %v", err)
+		}
+	})
+}
+
+func TestHoldsStopEveryDestructivePath(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		john, _, byScope := population(t, db)
+		hold, err := db.SetHold(ctx, lethe.HoldSpec{Scope: "acme/prod"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		heldGrain := byScope["acme/prod/bot1"][0]
+		attempts := []struct {
+			name string
+			call func() error
+		}{
+			{"forget hash", func() error { _, err := db.Forget(ctx, lethe.Selector{Hash: heldGrain}); return err }},
+			{"forget hashes", func() error {
+				_, err := db.Forget(ctx, lethe.Selector{Hashes: []string{byScope[""][0], heldGrain}})
+				return err
+			}},
+			{"forget subject", func() error { _, err := db.Forget(ctx, lethe.Selector{Subject: "subj-jane"}); return err }},
+			{"forget user_id", func() error { _, err := db.Forget(ctx, lethe.Selector{UserID: "john"}); return err }},
+			{"forget user", func() error { _, err := db.ForgetUser(ctx, "", "john"); return err }},
+			{"erase held scope", func() error { _, err := db.EraseScope(ctx, "", "acme/prod"); return err }},
+			{"erase parent", func() error { _, err := db.EraseScope(ctx, "", "acme"); return err }},
+			{"erase child", func() error { _, err := db.EraseScope(ctx, "", "acme/prod/bot1"); return err }},
+			{"erase memory", func() error { _, err := db.EraseMemory(ctx, "default"); return err }},
+		}
+		for _, a := range attempts {
+			err := a.call()
+			if lethe.ErrorCode(err) != "held" || !strings.Contains(err.Error(), hold.ID) {
+				t.Errorf("%s under a scope hold: %v", a.name, err)
+			}
+			if strings.Contains(err.Error(), "john") {
+				t.Errorf("%s: the refusal names the user: %v", a.name, err)
+			}
+		}
+		if n := recallCount(t, db, lethe.Query{}); n != 15 {
+			t.Errorf("refused calls changed the store: %d grains, want 15", n)
+		}
+		// Outside the hold, destruction works.
+		if _, err := db.EraseScope(ctx, "", "acme/dev"); err != nil {
+			t.Errorf("erase outside the hold: %v", err)
+		}
+		// A user hold stops the user's erase and scopes holding their grains.
+		uh, err := db.SetHold(ctx, lethe.HoldSpec{UserID: "jane"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ForgetUser(ctx, "", "jane"); lethe.ErrorCode(err) != "held" {
+			t.Errorf("erase of a held user: %v", err)
+		}
+		if _, err := db.Forget(ctx, lethe.Selector{UserID: "jane"}); lethe.ErrorCode(err) != "held" {
+			t.Errorf("forget of a held user: %v", err)
+		}
+		hs, err := db.Holds(ctx, "")
+		if err != nil || len(hs) != 2 {
+			t.Fatalf("holds: %v %+v", err, hs)
+		}
+		for _, h := range hs {
+			if strings.Contains(fmt.Sprint(h), "jane") {
+				t.Errorf("a hold listing names the user: %+v", h)
+			}
+		}
+		// Release restores normal behaviour.
+		if err := db.ReleaseHold(ctx, "", hold.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.ReleaseHold(ctx, "", uh.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.ReleaseHold(ctx, "", uh.ID); lethe.ErrorCode(err) != "not_found" {
+			t.Errorf("double release: %v", err)
+		}
+		if _, err := db.ForgetUser(ctx, "", "john"); err != nil {
+			t.Errorf("erase after release: %v", err)
+		}
+		if readable(t, db, john[0]) {
+			t.Error("john's grain survived")
+		}
+		// Every refusal was audited, naming the hold.
+		leaves, err := db.AuditLeaves(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := 0
+		for _, b := range leaves {
+			l, _ := proofs.ParseLeaf(b)
+			if l.Type == proofs.EventErasureRefused && (l.Hold == hold.ID || l.Hold == uh.ID) && l.Reason == "held" {
+				refused++
+			}
+		}
+		if refused != len(attempts)+2 {
+			t.Errorf("%d refusals audited, want %d", refused, len(attempts)+2)
+		}
+		for _, bad := range []lethe.HoldSpec{{}, {Scope: "a", UserID: "b"}, {Scope: "a//b"}} {
+			if _, err := db.SetHold(ctx, bad); err == nil {
+				t.Errorf("SetHold(%+v) accepted", bad)
+			}
+		}
+		if err := db.ReleaseHold(ctx, "", "xyz"); lethe.ErrorCode(err) != "invalid_argument" {
+			t.Errorf("release of a malformed id: %v", err)
+		}
+	})
+}
+
+// TestEraseAcrossInstances opens two instances on one database: once an
+// erase on one returns, the other serves none of the erased grains, though
+// it had their keys cached.
+func TestEraseAcrossInstances(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := lethe.Config{DataDir: t.TempDir()}
+			if b.name == "postgres" {
+				cfg.PostgresDSN = testenv.Postgres(t)
+			}
+			a, other := openDB(t, cfg), openDB(t, cfg)
+			john, _, byScope := population(t, a)
+			for _, h := range append(john, byScope["acme/prod"]...) { // warm the second instance's caches
+				if !readable(t, other, h) {
+					t.Fatal("second instance cannot read")
+				}
+			}
+			if _, err := a.ForgetUser(ctx, "", "john"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.EraseScope(ctx, "", "acme/prod"); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range append(john, byScope["acme/prod"]...) {
+				if readable(t, other, h) {
+					t.Errorf("second instance still serves erased grain %s", h[:8])
+				}
+			}
+			if n := recallCount(t, other, lethe.Query{UserID: "john"}); n != 0 {
+				t.Errorf("second instance recalls %d of john's grains", n)
+			}
+			// The second instance writes for john again: a new key, readable by both.
+			h := mustAdd(t, other, lethe.Grain{Type: "fact", Subject: "back", UserID: "john", Scope: "acme/prod"})
+			if !readable(t, a, h) || !readable(t, other, h) {
+				t.Error("grain written after the erase is not readable")
+			}
+		})
+	}
+}

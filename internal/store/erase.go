@@ -1,0 +1,419 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/keys"
+)
+
+// HoldRow is a legal hold on a scope prefix or a user of a memory. A user
+// hold names the user by blind reference, never by id. ReleasedUS is 0
+// while the hold is active.
+type HoldRow struct {
+	ID         string `gorm:"primaryKey;size:32"`
+	Memory     string `gorm:"size:64;not null;index:idx_holds_memory"`
+	Kind       string `gorm:"size:8;not null"` // "scope" or "user"
+	Scope      string `gorm:"size:512;not null"`
+	UserRef    []byte
+	CreatedUS  int64 `gorm:"column:created_us;not null"`
+	ReleasedUS int64 `gorm:"column:released_us;not null"`
+}
+
+// TableName is the holds table.
+func (HoldRow) TableName() string { return "holds" }
+
+// EpochRow counts the erasures of a memory. Readers fetch it with the rows
+// they read and drop cached keys when it moved, so that once an erase
+// commits no instance decrypts with a destroyed key.
+type EpochRow struct {
+	Memory string `gorm:"primaryKey;size:64"`
+	Epoch  int64  `gorm:"not null"`
+}
+
+// TableName is the erase epoch table.
+func (EpochRow) TableName() string { return "erase_epochs" }
+
+// CleanupJob is the durable record of rows made unreadable by an erasure,
+// still to delete with their index tokens. The cleaner deletes rows of
+// memory (at or below Scope for scope erasures, of UserKeyID for user
+// erasures) whose key chain contains KeyID.
+type CleanupJob struct {
+	ID        int64  `gorm:"primaryKey;autoIncrement"`
+	Memory    string `gorm:"size:64;not null"`
+	Kind      string `gorm:"size:8;not null"`
+	Scope     string `gorm:"size:512;not null"`
+	KeyID     int64  `gorm:"not null"`
+	CreatedUS int64  `gorm:"column:created_us;not null"`
+}
+
+// TableName is the cleanup job table.
+func (CleanupJob) TableName() string { return "erase_cleanup" }
+
+// NewHoldID returns a random hold id.
+func NewHoldID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// HeldBy is the cause inside a held error: the hold that refused.
+type HeldBy struct{ HoldID string }
+
+func (h *HeldBy) Error() string { return "legal hold " + h.HoldID }
+
+// HoldError is the refusal of a destructive call under a legal hold. It
+// names the hold, never the user.
+func HoldError(id string) error {
+	return &grains.Error{Code: grains.CodeHeld, Message: "refused: legal hold " + id + " covers grains this call would destroy",
+		Hint: "release the hold first if the legal reason has ended", Err: &HeldBy{HoldID: id}}
+}
+
+// SetHold stores a hold with its event.
+func (db *DB) SetHold(ctx context.Context, h HoldRow, evs []Event) error {
+	return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&h).Error; err != nil {
+			return translate(err, "set hold")
+		}
+		return insertEvents(tx, h.CreatedUS, evs)
+	})
+}
+
+// ReleaseHold marks an active hold released, with its event.
+func (db *DB) ReleaseHold(ctx context.Context, memory, id string, now int64, evs []Event) error {
+	return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&HoldRow{}).Where("memory = ? AND id = ? AND released_us = 0", memory, id).Update("released_us", now)
+		if res.Error != nil {
+			return translate(res.Error, "release hold")
+		}
+		if res.RowsAffected == 0 {
+			return grains.Errorf(grains.CodeNotFound, "no active hold %s in memory %s", id, memory)
+		}
+		return insertEvents(tx, now, evs)
+	})
+}
+
+// Holds returns the active holds of memory.
+func (db *DB) Holds(ctx context.Context, memory string) ([]HoldRow, error) {
+	var hs []HoldRow
+	err := db.gorm.WithContext(ctx).Where("memory = ? AND released_us = 0", memory).Order("created_us").Find(&hs).Error
+	return hs, translate(err, "read holds")
+}
+
+func activeHolds(tx *gorm.DB, memory string) ([]HoldRow, error) {
+	var hs []HoldRow
+	err := tx.Where("memory = ? AND released_us = 0", memory).Order("id").Find(&hs).Error
+	return hs, translate(err, "read holds")
+}
+
+// holdOn returns the first active hold covering a row of (scope, userRef).
+func holdOn(hs []HoldRow, scope string, userRef []byte) string {
+	for _, h := range hs {
+		switch h.Kind {
+		case "scope":
+			if grains.InScope(scope, h.Scope) {
+				return h.ID
+			}
+		case "user":
+			if userRef != nil && string(h.UserRef) == string(userRef) {
+				return h.ID
+			}
+		}
+	}
+	return ""
+}
+
+// checkRowHolds refuses if any of the rows (by id) is held.
+func checkRowHolds(tx *gorm.DB, memory string, ids []int64) error {
+	hs, err := activeHolds(tx, memory)
+	if err != nil || len(hs) == 0 {
+		return err
+	}
+	for i := 0; i < len(ids); i += chunk {
+		var rows []struct {
+			Scope   string
+			UserRef []byte
+		}
+		if err := tx.Model(&GrainRow{}).Select("scope", "user_ref").Where("id IN ?", ids[i:min(i+chunk, len(ids))]).Find(&rows).Error; err != nil {
+			return translate(err, "read grains")
+		}
+		for _, r := range rows {
+			if id := holdOn(hs, r.Scope, r.UserRef); id != "" {
+				return HoldError(id)
+			}
+		}
+	}
+	return nil
+}
+
+// Erasure says what an erase destroyed.
+type Erasure struct {
+	// Count is the number of grains made unreadable, every version included.
+	Count int64
+	// Fingerprint is the destroyed key's fingerprint.
+	Fingerprint string
+	// Destroyed lists every destroyed key (the named key first).
+	Destroyed []keys.Record
+}
+
+// EraseSpec names the key an erase destroys.
+type EraseSpec struct {
+	Memory string
+	Kind   keys.Kind
+	// Name is the scope path for scope erasures and the user ref (hex) for
+	// user erasures; "" for the memory.
+	Name string
+	// UserRef is the user's blind reference for user erasures.
+	UserRef []byte
+	Now     int64
+}
+
+// EraseKey destroys the live key named by spec (and, for scopes and
+// memories, every key below it) in one transaction with the events mk
+// builds, after checking holds; it bumps the memory's erase epoch and leaves
+// a cleanup job for the unreadable rows. It fails with not_found when there
+// is no live key (nothing to erase), and with held under a legal hold.
+func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([]Event, error)) (*Erasure, error) {
+	var er *Erasure
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var target []KeyRow
+		if err := tx.Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", spec.Memory, string(spec.Kind), spec.Name).
+			Limit(1).Find(&target).Error; err != nil {
+			return translate(err, "read data key")
+		}
+		if len(target) == 0 {
+			return grains.Errorf(grains.CodeNotFound, "nothing to erase: no live %s key", spec.Kind)
+		}
+		key := target[0]
+		if err := db.checkEraseHolds(tx, spec, key.ID); err != nil {
+			return err
+		}
+		// Rows the key makes unreadable.
+		q := tx.Model(&GrainRow{}).Where("memory = ?", spec.Memory)
+		switch spec.Kind {
+		case keys.KindUser:
+			q = q.Where("user_key_id = ?", key.ID)
+		case keys.KindScope:
+			cond, args := db.underPrefix("scope", spec.Name)
+			q = q.Where(cond, args...)
+		}
+		var count int64
+		if err := q.Count(&count).Error; err != nil {
+			return translate(err, "count grains")
+		}
+		// Destroy the key, and the keys it is the parent of.
+		var victims []KeyRow
+		dq := tx.Where("memory = ? AND destroyed_us = 0", spec.Memory)
+		switch spec.Kind {
+		case keys.KindUser:
+			dq = dq.Where("id = ?", key.ID)
+		case keys.KindScope:
+			cond, args := db.underPrefix("name", spec.Name)
+			dq = dq.Where("kind = ?", string(keys.KindScope)).Where(cond, args...)
+		}
+		if err := dq.Find(&victims).Error; err != nil {
+			return translate(err, "read data keys")
+		}
+		ids := make([]int64, 0, len(victims))
+		er = &Erasure{Count: count, Fingerprint: key.Fingerprint}
+		slices.SortFunc(victims, func(a, b KeyRow) int {
+			if a.ID == key.ID {
+				return -1
+			}
+			if b.ID == key.ID {
+				return 1
+			}
+			return int(a.ID - b.ID)
+		})
+		for _, v := range victims {
+			ids = append(ids, v.ID)
+			er.Destroyed = append(er.Destroyed, toRecord(v))
+		}
+		res := tx.Model(&KeyRow{}).Where("id IN ? AND destroyed_us = 0", ids).
+			Updates(map[string]any{"wrapped": nil, "destroyed_us": spec.Now})
+		if res.Error != nil {
+			return translate(res.Error, "destroy data key")
+		}
+		if res.RowsAffected != int64(len(ids)) {
+			return grains.Errorf(grains.CodeConflict, "a concurrent erase destroyed the key first")
+		}
+		if err := bumpEpoch(tx, spec.Memory); err != nil {
+			return err
+		}
+		job := CleanupJob{Memory: spec.Memory, Kind: string(spec.Kind), Scope: spec.Name, KeyID: key.ID, CreatedUS: spec.Now}
+		if spec.Kind == keys.KindUser {
+			job.Scope = ""
+		}
+		if err := tx.Create(&job).Error; err != nil {
+			return translate(err, "record cleanup")
+		}
+		evs, err := mk(er)
+		if err != nil {
+			return err
+		}
+		return insertEvents(tx, spec.Now, evs)
+	})
+	return er, translate(err, "erase")
+}
+
+// checkEraseHolds refuses an erase that would destroy held grains.
+func (db *DB) checkEraseHolds(tx *gorm.DB, spec EraseSpec, keyID int64) error {
+	hs, err := activeHolds(tx, spec.Memory)
+	if err != nil || len(hs) == 0 {
+		return err
+	}
+	for _, h := range hs {
+		switch spec.Kind {
+		case keys.KindMemory:
+			return HoldError(h.ID)
+		case keys.KindScope:
+			if h.Kind == "scope" && (grains.InScope(h.Scope, spec.Name) || grains.InScope(spec.Name, h.Scope)) {
+				return HoldError(h.ID)
+			}
+			if h.Kind == "user" {
+				cond, args := db.underPrefix("scope", spec.Name)
+				var n int64
+				if err := tx.Model(&GrainRow{}).Where("memory = ? AND user_ref = ?", spec.Memory, h.UserRef).Where(cond, args...).Limit(1).Count(&n).Error; err != nil {
+					return translate(err, "check holds")
+				}
+				if n > 0 {
+					return HoldError(h.ID)
+				}
+			}
+		case keys.KindUser:
+			if h.Kind == "user" && string(h.UserRef) == string(spec.UserRef) {
+				return HoldError(h.ID)
+			}
+			if h.Kind == "scope" {
+				cond, args := db.underPrefix("scope", h.Scope)
+				var n int64
+				if err := tx.Model(&GrainRow{}).Where("memory = ? AND user_key_id = ?", spec.Memory, keyID).Where(cond, args...).Limit(1).Count(&n).Error; err != nil {
+					return translate(err, "check holds")
+				}
+				if n > 0 {
+					return HoldError(h.ID)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func bumpEpoch(tx *gorm.DB, memory string) error {
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&EpochRow{Memory: memory}).Error; err != nil {
+		return translate(err, "bump erase epoch")
+	}
+	return translate(tx.Model(&EpochRow{}).Where("memory = ?", memory).Update("epoch", gorm.Expr("epoch + 1")).Error, "bump erase epoch")
+}
+
+// Epoch returns the erase epoch of memory (0 before any erase).
+func (db *DB) Epoch(ctx context.Context, memory string) (int64, error) {
+	var e []EpochRow
+	if err := db.gorm.WithContext(ctx).Where("memory = ?", memory).Find(&e).Error; err != nil {
+		return 0, translate(err, "read erase epoch")
+	}
+	if len(e) == 0 {
+		return 0, nil
+	}
+	return e[0].Epoch, nil
+}
+
+// CleanupErased deletes up to limit rows made unreadable by recorded
+// erasures, with their tag tokens, and removes finished jobs. It returns
+// how many rows it deleted; call it until it returns 0.
+func (db *DB) CleanupErased(ctx context.Context, limit int) (int, error) {
+	var jobs []CleanupJob
+	if err := db.gorm.WithContext(ctx).Order("id").Limit(10).Find(&jobs).Error; err != nil {
+		return 0, translate(err, "read cleanup jobs")
+	}
+	total := 0
+	for _, j := range jobs {
+		n, err := db.cleanupJob(ctx, j, limit-total)
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if total >= limit {
+			break
+		}
+	}
+	return total, nil
+}
+
+func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, error) {
+	keyID := strconv.FormatInt(j.KeyID, 10)
+	deleted := 0
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		q := tx.Model(&GrainRow{}).Select("id", "key_chain").Where("memory = ?", j.Memory)
+		switch keys.Kind(j.Kind) {
+		case keys.KindUser:
+			q = q.Where("user_key_id = ?", j.KeyID)
+		case keys.KindScope:
+			cond, args := db.underPrefix("scope", j.Scope)
+			q = q.Where(cond, args...)
+		}
+		var rows []struct {
+			ID       int64
+			KeyChain string
+		}
+		var ids []int64
+		// Scan in id order; rows sealed under newer keys stay.
+		last := int64(0)
+		for len(ids) < limit {
+			rows = rows[:0]
+			if err := q.Session(&gorm.Session{}).Where("id > ?", last).Order("id").Limit(chunk).Find(&rows).Error; err != nil {
+				return translate(err, "read erased grains")
+			}
+			if len(rows) == 0 {
+				break
+			}
+			for _, r := range rows {
+				last = r.ID
+				if slices.Contains(strings.Split(r.KeyChain, "."), keyID) {
+					ids = append(ids, r.ID)
+				}
+			}
+		}
+		for i := 0; i < len(ids); i += chunk {
+			part := ids[i:min(i+chunk, len(ids))]
+			if err := tx.Where("grain_id IN ?", part).Delete(&TagRow{}).Error; err != nil {
+				return translate(err, "delete tags")
+			}
+			if err := tx.Where("id IN ?", part).Delete(&GrainRow{}).Error; err != nil {
+				return translate(err, "delete grains")
+			}
+		}
+		deleted = len(ids)
+		if len(ids) < limit {
+			return translate(tx.Delete(&CleanupJob{}, j.ID).Error, "finish cleanup job")
+		}
+		return nil
+	})
+	return deleted, err
+}
+
+// CheckLive fails with code erased unless every key id is live. On
+// PostgreSQL it share-locks the key rows, so an erase cannot commit
+// between this check and the caller's commit.
+func checkLive(tx *gorm.DB, dialect string, ids []int64) error {
+	q := tx.Model(&KeyRow{}).Select("id").Where("id IN ? AND destroyed_us = 0", ids)
+	if dialect == Postgres {
+		q = q.Clauses(clause.Locking{Strength: "SHARE"})
+	}
+	var live []int64
+	if err := q.Find(&live).Error; err != nil {
+		return translate(err, "check data keys")
+	}
+	if len(live) != len(ids) {
+		return grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
+	}
+	return nil
+}
