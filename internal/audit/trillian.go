@@ -277,7 +277,10 @@ func (l *TrillianLog) appendedSize(ctx context.Context, start, end uint64) (uint
 }
 
 // Root implements [Log.Root]. The returned root has been verified consistent
-// with every root this log accepted before.
+// with every root this log accepted before, and never shrinks: if the server
+// reports a smaller tree (a lagging replica, or lost data), Root keeps
+// returning the larger verified root, and proofs beyond the server's size
+// fail with ErrNotIntegrated.
 func (l *TrillianLog) Root(ctx context.Context) (uint64, [32]byte, error) {
 	r, err := l.refresh(ctx)
 	return r.size, r.hash, err
