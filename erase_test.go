@@ -59,6 +59,7 @@ func recallCount(t *testing.T, db *lethe.DB, q lethe.Query) int {
 func TestEraseUser(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
 		ctx := context.Background()
+		db.PauseCleaner() // first check reads against rows that still exist, then clean
 		john, jane, _ := population(t, db)
 		// A version chain of john's: every version dies.
 		v2, err := db.Supersede(ctx, john[0], lethe.Grain{Type: "fact", Object: "moved"})
@@ -127,6 +128,7 @@ func TestEraseUser(t *testing.T) {
 func TestEraseScope(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
 		ctx := context.Background()
+		db.PauseCleaner()
 		_, _, byScope := population(t, db)
 		er, err := db.EraseScope(ctx, "", "acme/prod")
 		if err != nil {
@@ -321,6 +323,8 @@ func TestEraseAcrossInstances(t *testing.T) {
 				cfg.PostgresDSN = testenv.Postgres(t)
 			}
 			a, other := openDB(t, cfg), openDB(t, cfg)
+			a.PauseCleaner() // the erased rows stay: reads must refuse them by key state
+			other.PauseCleaner()
 			john, _, byScope := population(t, a)
 			for _, h := range append(john, byScope["acme/prod"]...) { // warm the second instance's caches
 				if !readable(t, other, h) {

@@ -25,3 +25,7 @@ func (db *DB) AuditLeaves(ctx context.Context) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// PauseCleaner stops the background deletion of erased rows, so tests see
+// that reads refuse erased grains whose rows still exist.
+func (db *DB) PauseCleaner() { db.cleanerPaused.Store(true) }

@@ -114,9 +114,10 @@ type DB struct {
 	closers       []func() error
 	closed        atomic.Bool
 
-	kek       keys.Wrapper
-	epochs    epochs
-	cleanKick chan struct{}
+	kek           keys.Wrapper
+	epochs        epochs
+	cleanKick     chan struct{}
+	cleanerPaused atomic.Bool
 }
 
 // ErrClosed is returned by calls on a closed DB.
