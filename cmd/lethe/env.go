@@ -18,11 +18,13 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 
-	data     string
-	postgres string
-	memory   string
-	json     bool
-	yes      bool
+	data      string
+	postgres  string
+	server    string
+	tokenFile string
+	memory    string
+	json      bool
+	yes       bool
 
 	db *lethe.DB
 }
@@ -37,6 +39,8 @@ func (e *env) flags(name string) *flag.FlagSet {
 	}
 	fs.StringVar(&e.data, "data", data, "")
 	fs.StringVar(&e.postgres, "postgres", os.Getenv("LETHE_POSTGRES_DSN"), "")
+	fs.StringVar(&e.server, "server", os.Getenv("LETHE_SERVER"), "")
+	fs.StringVar(&e.tokenFile, "token-file", os.Getenv("LETHE_TOKEN_FILE"), "")
 	fs.StringVar(&e.memory, "memory", "default", "")
 	fs.BoolVar(&e.json, "json", false, "")
 	fs.BoolVar(&e.yes, "yes", false, "")
@@ -63,10 +67,14 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// open opens the store the global flags name.
+// open opens the embedded store the global flags name. Commands that also
+// work against a server call backend (client.go) instead.
 func (e *env) open(ctx context.Context) (*lethe.DB, error) {
 	if e.db != nil {
 		return e.db, nil
+	}
+	if e.server != "" {
+		return nil, usagef("this command works on the embedded store only; leave out --server")
 	}
 	db, err := lethe.Open(ctx, lethe.Config{DataDir: e.data, PostgresDSN: e.postgres})
 	if err != nil {

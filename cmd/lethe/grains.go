@@ -88,7 +88,7 @@ func cmdAdd(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	g.Memory = e.memory
-	db, err := e.open(ctx)
+	db, err := e.backend(ctx)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func cmdSupersede(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	g.Memory = e.memory
-	db, err := e.open(ctx)
+	db, err := e.backend(ctx)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func cmdRecall(ctx context.Context, e *env, args []string) error {
 		return usagef("recall: unexpected argument %q (filters are flags: --subject S ...)", pos[0])
 	}
 	q.Memory, q.Tags = e.memory, tags
-	db, err := e.open(ctx)
+	db, err := e.backend(ctx)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func line(g *lethe.Grain) string {
 	return b.String()
 }
 
-func oneHash(ctx context.Context, e *env, name string, args []string) (*lethe.DB, string, error) {
+func oneHash(ctx context.Context, e *env, name string, args []string) (backend, string, error) {
 	fs := e.flags(name)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -207,7 +207,7 @@ func oneHash(ctx context.Context, e *env, name string, args []string) (*lethe.DB
 	if len(pos) != 1 {
 		return nil, "", usagef("%s: need exactly one HASH", name)
 	}
-	db, err := e.open(ctx)
+	db, err := e.backend(ctx)
 	return db, pos[0], err
 }
 
@@ -280,7 +280,7 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	if err := e.needYes("forget"); err != nil {
 		return err
 	}
-	db, err := e.open(ctx)
+	db, err := e.backend(ctx)
 	if err != nil {
 		return err
 	}

@@ -66,6 +66,8 @@ var commands = map[string]command{
 	"supersede": cmdSupersede,
 	"history":   cmdHistory,
 	"forget":    cmdForget,
+	"serve":     cmdServe,
+	"token":     cmdToken,
 	"verify": func(ctx context.Context, e *env, args []string) error {
 		return runVerify(ctx, args, e.stdout, e.stderr)
 	},
@@ -108,6 +110,10 @@ Usage:
                                            hard-delete grains and every version (needs --yes)
   lethe verify PROOF --log-key KEY [--checkpoint OLDER] [--consistency FILE]
                [--subject ID --nonce HEX]  check an erasure proof offline (no data dir needed)
+  lethe serve [--addr HOST:PORT] [--config FILE]
+                                           serve the HTTP API (see 'lethe serve --help')
+  lethe token create --role R [--memory M] [--scope P] | list | revoke ID
+                                           manage API tokens
   lethe help | version
 
 Fields (add, supersede):
@@ -123,6 +129,8 @@ Recall filters:
 Global flags (anywhere on the line):
   --data DIR        embedded store directory (default ./lethe-data, or $LETHE_DATA)
   --postgres DSN    use PostgreSQL instead of SQLite (or $LETHE_POSTGRES_DSN)
+  --server URL      talk to a lethe server instead (or $LETHE_SERVER)
+  --token-file F    the API token for --server (or $LETHE_TOKEN_FILE)
   --memory M        memory name (default "default")
   --json            machine-readable output
   --yes             confirm a destructive command

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/api"
+)
+
+// backend is what the grain commands call: the embedded store (*lethe.DB)
+// or, with --server, a lethe server over HTTP (*client). Each command works
+// unchanged in both modes.
+type backend interface {
+	Add(ctx context.Context, g lethe.Grain) (string, error)
+	Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error)
+	Get(ctx context.Context, memory, hash string) (*lethe.Grain, error)
+	Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error)
+	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
+	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
+}
+
+var (
+	_ backend = (*lethe.DB)(nil)
+	_ backend = (*client)(nil)
+)
+
+// backend returns the store the global flags name: a client of --server
+// when it is set, else the embedded store.
+func (e *env) backend(ctx context.Context) (backend, error) {
+	if e.server == "" {
+		return e.open(ctx)
+	}
+	return e.client()
+}
+
+// client returns the HTTP client of --server and --token-file.
+func (e *env) client() (*client, error) {
+	if e.server == "" {
+		return nil, usagef("no server: set --server URL (or $LETHE_SERVER)")
+	}
+	if e.tokenFile == "" {
+		return nil, usagef("--server needs --token-file FILE (or $LETHE_TOKEN_FILE)")
+	}
+	return newClient(e.server, e.tokenFile)
+}
+
+// errRemote is what a command that only works on the embedded store says
+// when --server is set.
+func errRemote(name string) error {
+	return usagef("%s works on the embedded store only; leave out --server", name)
+}
+
+// client talks to a lethe server's HTTP API.
+type client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+func newClient(server, tokenFile string) (*client, error) {
+	u, err := url.Parse(server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("--server: want an http:// or https:// URL")
+	}
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("read token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return nil, fmt.Errorf("token file %s is empty", tokenFile)
+	}
+	return &client{base: strings.TrimRight(u.String(), "/"), token: tok, hc: &http.Client{Timeout: 2 * time.Minute}}, nil
+}
+
+// Close releases nothing: the client holds no connection of its own.
+func (c *client) Close() error { return nil }
+
+// do sends in (when not nil) as JSON and decodes a 2xx answer into out. An
+// error answer comes back as a *lethe.Error with the server's code, so the
+// CLI reports it as it would a local one.
+func (c *client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, &lethe.Error{Code: "unavailable", Message: "the server cannot be reached", Err: err,
+			Hint: "check --server and that 'lethe serve' runs"}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return resp.StatusCode, &lethe.Error{Code: "unavailable", Message: "the server's answer was cut short", Err: err}
+	}
+	if resp.StatusCode >= 300 || (resp.StatusCode == http.StatusAccepted && isError(b)) {
+		var e api.ErrorResponse
+		if json.Unmarshal(b, &e) != nil || e.Code == "" {
+			return resp.StatusCode, &lethe.Error{Code: "unavailable", Message: fmt.Sprintf("the server answered HTTP %d", resp.StatusCode)}
+		}
+		return resp.StatusCode, &lethe.Error{Code: lethe.Code(e.Code), Message: e.Message, Hint: e.Hint}
+	}
+	if out != nil && resp.StatusCode != http.StatusNoContent {
+		switch o := out.(type) {
+		case *[]byte:
+			*o = b
+		default:
+			if err := json.Unmarshal(b, out); err != nil {
+				return resp.StatusCode, fmt.Errorf("decode the server's answer: %w", err)
+			}
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// isError reports whether a 202 body is an error (code pending) rather
+// than a result.
+func isError(b []byte) bool {
+	var probe struct {
+		Code string `json:"code"`
+	}
+	return json.Unmarshal(b, &probe) == nil && probe.Code != ""
+}
+
+func memoryPath(memory string) string {
+	if memory == "" {
+		memory = "default"
+	}
+	return "/api/memories/" + url.PathEscape(memory)
+}
+
+func (c *client) Add(ctx context.Context, g lethe.Grain) (string, error) {
+	var out api.AddResponse
+	_, err := c.do(ctx, http.MethodPost, memoryPath(g.Memory)+"/grains", api.InputOf(&g), &out)
+	return out.Hash, err
+}
+
+// AddBatch writes grains of one memory in one request.
+func (c *client) AddBatch(ctx context.Context, gs []lethe.Grain) ([]string, error) {
+	if len(gs) == 0 {
+		return nil, &lethe.Error{Code: "invalid_argument", Field: "grains", Message: "an empty batch"}
+	}
+	req := api.AddBatchRequest{Grains: make([]api.GrainInput, len(gs))}
+	for i := range gs {
+		req.Grains[i] = api.InputOf(&gs[i])
+	}
+	var out api.AddBatchResponse
+	_, err := c.do(ctx, http.MethodPost, memoryPath(gs[0].Memory)+"/grains", req, &out)
+	return out.Hashes, err
+}
+
+func (c *client) Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error) {
+	var out lethe.Page
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(q.Memory)+"/recall", api.RecallRequestOf(&q), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) Get(ctx context.Context, memory, hash string) (*lethe.Grain, error) {
+	var out lethe.Grain
+	if _, err := c.do(ctx, http.MethodGet, memoryPath(memory)+"/grains/"+url.PathEscape(hash), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error) {
+	var out api.SupersedeResponse
+	req := api.SupersedeRequest{BlobHash: oldHash, GrainInput: api.InputOf(&g)}
+	_, err := c.do(ctx, http.MethodPost, memoryPath(g.Memory)+"/supersede", req, &out)
+	return out.Hash, err
+}
+
+func (c *client) History(ctx context.Context, memory, hash string) ([]lethe.Grain, error) {
+	var out api.HistoryResponse
+	if _, err := c.do(ctx, http.MethodGet, memoryPath(memory)+"/grains/"+url.PathEscape(hash)+"/history", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Grains, nil
+}
+
+func (c *client) Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error) {
+	var req api.ForgetRequest
+	if sel.Hash != "" {
+		req.BlobHash = &sel.Hash
+	}
+	if sel.Subject != "" {
+		req.Subject = &sel.Subject
+	}
+	if sel.UserID != "" {
+		req.UserID = &sel.UserID
+	}
+	req.Hashes = sel.Hashes
+	var out lethe.ForgetResult
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(sel.Memory)+"/forget", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Tokens, through the admin routes.
+
+func (c *client) CreateToken(ctx context.Context, req api.TokenRequest) (*api.TokenCreated, error) {
+	var out api.TokenCreated
+	if _, err := c.do(ctx, http.MethodPost, "/api/tokens", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) ListTokens(ctx context.Context) ([]api.TokenInfo, error) {
+	var out api.TokenList
+	if _, err := c.do(ctx, http.MethodGet, "/api/tokens", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Tokens, nil
+}
+
+func (c *client) RevokeToken(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/api/tokens/"+url.PathEscape(id), nil, nil)
+	return err
+}

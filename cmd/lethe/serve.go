@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/api"
+	"github.com/lethe-io/lethe/internal/auth"
+)
+
+const serveUsage = `Usage: lethe serve [--addr HOST:PORT] [--config FILE] [flags]
+
+Serve the HTTP API (see docs/api.md). With no configuration it keeps
+everything in --data (default ./lethe-data): SQLite, the local KEK, the
+audit log and its signing key. Logs are JSON on stderr.
+
+Flags:
+  --addr HOST:PORT         listen address (default 127.0.0.1:8080; port 0 picks one)
+  --config FILE            a YAML (or JSON) configuration file; flags and
+                           environment variables override it
+  --admin-token-file FILE  the bootstrap admin token's secret (or $LETHE_ADMIN_TOKEN)
+  --addr-file FILE         write the bound address to FILE once listening
+  --data DIR, --postgres DSN   as for every command
+
+With neither $LETHE_ADMIN_TOKEN nor --admin-token-file, an admin token is
+generated into DATA/admin.token (mode 0600) on first start; its path is
+logged, never its value.
+`
+
+// duration is a time.Duration read from "30s"-style strings.
+type duration time.Duration
+
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (e.g. 30s)", n.Line, s)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// serveConfig is lethe serve's configuration. Precedence: defaults, then
+// the --config file, then the environment, then flags.
+type serveConfig struct {
+	Addr           string `yaml:"addr"`
+	Data           string `yaml:"data"`
+	Postgres       string `yaml:"postgres"`
+	AdminTokenFile string `yaml:"admin_token_file"`
+	LogLevel       string `yaml:"log_level"`
+
+	MaxBodyBytes      int64    `yaml:"max_body_bytes"`
+	MaxBatchBodyBytes int64    `yaml:"max_batch_body_bytes"`
+	RequestTimeout    duration `yaml:"request_timeout"`
+	ReadTimeout       duration `yaml:"read_timeout"`
+	WriteTimeout      duration `yaml:"write_timeout"`
+	IdleTimeout       duration `yaml:"idle_timeout"`
+	ShutdownTimeout   duration `yaml:"shutdown_timeout"`
+
+	Audit struct {
+		KeyFile        string   `yaml:"key_file"`
+		Origin         string   `yaml:"origin"`
+		TrillianAddr   string   `yaml:"trillian_addr"`
+		TrillianTreeID int64    `yaml:"trillian_tree_id"`
+		ProofWait      duration `yaml:"proof_wait"`
+	} `yaml:"audit"`
+}
+
+func defaultServeConfig() serveConfig {
+	return serveConfig{
+		Addr: "127.0.0.1:8080", Data: "lethe-data", LogLevel: "info",
+		MaxBodyBytes: api.DefaultMaxBody, MaxBatchBodyBytes: api.DefaultMaxBatchBody,
+		RequestTimeout: duration(api.DefaultRequestTimeout), ReadTimeout: duration(time.Minute),
+		WriteTimeout: duration(time.Minute + api.DefaultRequestTimeout), IdleTimeout: duration(2 * time.Minute),
+		ShutdownTimeout: duration(30 * time.Second),
+	}
+}
+
+// loadServeConfig reads a config file over cfg. Unknown keys are errors.
+func loadServeConfig(path string, cfg *serveConfig) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+func cmdServe(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("serve")
+	addr := fs.String("addr", "", "")
+	config := fs.String("config", "", "")
+	adminFile := fs.String("admin-token-file", "", "")
+	addrFile := fs.String("addr-file", "", "")
+	help := fs.Bool("help", false, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *help {
+		fmt.Fprint(e.stdout, serveUsage)
+		return nil
+	}
+	if len(pos) > 0 {
+		return usagef("serve: unexpected argument %q", pos[0])
+	}
+	if e.server != "" {
+		return errRemote("serve")
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	cfg := defaultServeConfig()
+	if *config != "" {
+		if err := loadServeConfig(*config, &cfg); err != nil {
+			return err
+		}
+	}
+	// The environment over the file, flags over both.
+	for _, v := range []struct {
+		flag, env string
+		dst       *string
+		val       string
+	}{
+		{"data", "LETHE_DATA", &cfg.Data, e.data},
+		{"postgres", "LETHE_POSTGRES_DSN", &cfg.Postgres, e.postgres},
+		{"addr", "LETHE_ADDR", &cfg.Addr, *addr},
+		{"admin-token-file", "", &cfg.AdminTokenFile, *adminFile},
+	} {
+		if set[v.flag] {
+			*v.dst = v.val
+		} else if env := os.Getenv(v.env); v.env != "" && env != "" {
+			*v.dst = env
+		}
+	}
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return usagef("serve: log_level: want debug, info, warn or error")
+	}
+	logger := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	return serve(ctx, cfg, *addrFile, logger)
+}
+
+// serve runs the server until ctx ends, then shuts it down gracefully:
+// stop accepting, finish in-flight requests (bounded), close the store
+// (which drains the audit outbox).
+func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.Logger) error {
+	db, err := lethe.Open(ctx, lethe.Config{
+		DataDir: cfg.Data, PostgresDSN: cfg.Postgres, Logger: logger,
+		AuditKeyFile: cfg.Audit.KeyFile, AuditOrigin: cfg.Audit.Origin,
+		TrillianAddr: cfg.Audit.TrillianAddr, TrillianTreeID: cfg.Audit.TrillianTreeID,
+		ProofWait: time.Duration(cfg.Audit.ProofWait),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := db.Close(); err != nil {
+			logger.Error("close store", slog.Any("error", err))
+		}
+	}()
+	tcfg := auth.Config{PostgresDSN: cfg.Postgres}
+	if cfg.Postgres == "" {
+		tcfg.SQLitePath = filepath.Join(cfg.Data, "lethe.db")
+	}
+	tokens, err := auth.Open(ctx, tcfg)
+	if err != nil {
+		return err
+	}
+	defer tokens.Close()
+	if err := bootstrapAdmin(ctx, tokens, cfg, logger); err != nil {
+		return err
+	}
+
+	srv := &http.Server{
+		Handler: api.New(api.Config{Library: db, Tokens: tokens, Logger: logger,
+			MaxBody: cfg.MaxBodyBytes, MaxBatchBody: cfg.MaxBatchBodyBytes,
+			RequestTimeout: time.Duration(cfg.RequestTimeout)}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Duration(cfg.ReadTimeout),
+		WriteTimeout:      time.Duration(cfg.WriteTimeout),
+		IdleTimeout:       time.Duration(cfg.IdleTimeout),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          log.New(slogWriter{logger}, "", 0),
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	bound := ln.Addr().String()
+	logger.Info("listening", slog.String("addr", bound), slog.Bool("postgres", cfg.Postgres != ""))
+	if addrFile != "" {
+		if err := writeFileAtomic(addrFile, []byte(bound+"\n"), 0o644); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", slog.Duration("timeout", time.Duration(cfg.ShutdownTimeout)))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(cfg.ShutdownTimeout))
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Warn("in-flight requests cut short", slog.Any("error", err))
+		srv.Close()
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// bootstrapAdmin makes sure an admin token exists: $LETHE_ADMIN_TOKEN, the
+// admin token file, or one generated into DATA/admin.token (mode 0600).
+func bootstrapAdmin(ctx context.Context, tokens *auth.Store, cfg serveConfig, logger *slog.Logger) error {
+	secret, source := "", ""
+	switch {
+	case cfg.AdminTokenFile != "":
+		b, err := os.ReadFile(cfg.AdminTokenFile)
+		if err != nil {
+			return fmt.Errorf("admin token file: %w", err)
+		}
+		secret, source = strings.TrimSpace(string(b)), "file"
+	case os.Getenv("LETHE_ADMIN_TOKEN") != "":
+		secret, source = strings.TrimSpace(os.Getenv("LETHE_ADMIN_TOKEN")), "environment"
+	default:
+		path := filepath.Join(cfg.Data, "admin.token")
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			secret, source = strings.TrimSpace(string(b)), "file"
+		case errors.Is(err, os.ErrNotExist):
+			secret, source = auth.NewSecret(), "generated"
+			if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+				return err
+			}
+			if err := writeFileAtomic(path, []byte(secret+"\n"), 0o600); err != nil {
+				return fmt.Errorf("write admin token: %w", err)
+			}
+			logger.Info("generated the admin token", slog.String("path", path))
+		default:
+			return fmt.Errorf("admin token file: %w", err)
+		}
+	}
+	t, err := tokens.Bootstrap(ctx, secret)
+	if err != nil {
+		return err
+	}
+	logger.Info("admin token ready", slog.String("token", t.ID), slog.String("source", source))
+	return nil
+}
+
+// writeFileAtomic writes b to path through a temporary file and a rename,
+// so a reader never sees a partial file.
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// slogWriter sends net/http's own error lines (TLS, accept errors) to the
+// structured log, as a constant message with the line, its client address
+// removed, as an attribute.
+type slogWriter struct{ l *slog.Logger }
+
+var clientAddr = regexp.MustCompile(`from \S+?: `)
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := clientAddr.ReplaceAllString(strings.TrimSpace(string(p)), "from <client>: ")
+	w.l.Warn("http server", slog.String("detail", line))
+	return len(p), nil
+}

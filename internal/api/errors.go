@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/lethe-io/lethe"
+)
+
+// Codes the API adds to lethe's domain codes. Like those, they are stable.
+const (
+	CodeUnauthorized         lethe.Code = "unauthorized"           // no bearer token, or an unknown or revoked one
+	CodeForbidden            lethe.Code = "forbidden"              // a valid token without the right
+	CodePayloadTooLarge      lethe.Code = "payload_too_large"      // the body exceeds the route's limit
+	CodeUnsupportedMediaType lethe.Code = "unsupported_media_type" // a body that is not application/json
+	CodeMethodNotAllowed     lethe.Code = "method_not_allowed"     // the route exists with other methods
+	CodeRouteNotFound        lethe.Code = "route_not_found"        // no such route
+	CodeDeadlineExceeded     lethe.Code = "deadline_exceeded"      // the request ran out of time
+)
+
+// statuses is THE table from error code to HTTP status. Every error the API
+// answers goes through it; a code missing here is answered as internal.
+var statuses = map[lethe.Code]int{
+	"invalid_argument":       http.StatusBadRequest,
+	"empty_grain":            http.StatusBadRequest,
+	"too_large":              http.StatusBadRequest, // a field over its limit; a body over its limit is payload_too_large
+	"invalid_scope":          http.StatusBadRequest,
+	"invalid_memory":         http.StatusBadRequest,
+	"empty_selector":         http.StatusBadRequest,
+	"not_found":              http.StatusNotFound,
+	"already_superseded":     http.StatusConflict,
+	"conflict":               http.StatusConflict,
+	"erased":                 http.StatusGone,
+	"held":                   http.StatusLocked, // 423: a legal hold locks the data against destruction
+	"protected":              http.StatusConflict,
+	"unavailable":            http.StatusServiceUnavailable,
+	"pending":                http.StatusAccepted, // committed and audited; no signed checkpoint covers it yet
+	"internal":               http.StatusInternalServerError,
+	CodeUnauthorized:         http.StatusUnauthorized,
+	CodeForbidden:            http.StatusForbidden,
+	CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	CodeRouteNotFound:        http.StatusNotFound,
+	CodeDeadlineExceeded:     http.StatusGatewayTimeout,
+}
+
+// Status returns the HTTP status of code (500 for a code not in the table).
+func Status(code lethe.Code) int {
+	if s, ok := statuses[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// apiError returns an *lethe.Error with one of the API's codes.
+func apiError(code lethe.Code, message, hint string) error {
+	return &lethe.Error{Code: code, Message: message, Hint: hint}
+}
+
+// response returns the status and body for err. Internal errors, and codes
+// the table does not know, get a fixed message: their text stays in the
+// log.
+func response(err error) (int, ErrorResponse) {
+	code := lethe.ErrorCode(err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = CodeDeadlineExceeded
+	}
+	status := Status(code)
+	if code == CodeDeadlineExceeded {
+		return status, ErrorResponse{Code: string(code), Message: "the request did not finish in time"}
+	}
+	if status == http.StatusInternalServerError {
+		return status, ErrorResponse{Code: "internal", Message: "internal error"}
+	}
+	body := ErrorResponse{Code: string(code), Message: publicMessage(err)}
+	var le *lethe.Error
+	if errors.As(err, &le) {
+		body.Field, body.Hint = le.Field, le.Hint
+	}
+	return status, body
+}
+
+// publicMessage is the domain message with its field, without the cause.
+func publicMessage(err error) string {
+	var le *lethe.Error
+	if !errors.As(err, &le) {
+		return "internal error"
+	}
+	if le.Field != "" {
+		return le.Field + ": " + le.Message
+	}
+	return le.Message
+}
+
+// fail answers err and aborts the chain. 5xx answers are logged with the
+// error (whose causes never hold personal data); 4xx answers are not.
+func (s *Server) fail(c *gin.Context, err error) {
+	status, body := response(err)
+	if body.Code == "pending" {
+		c.Header("Retry-After", "1")
+	}
+	if status >= 500 {
+		level := slog.LevelError
+		if status != http.StatusInternalServerError {
+			level = slog.LevelWarn
+		}
+		s.log.LogAttrs(c.Request.Context(), level, "request failed",
+			slog.String("route", routeOf(c)), slog.Int("status", status),
+			slog.String("code", body.Code), slog.Any("error", err))
+	}
+	c.AbortWithStatusJSON(status, body)
+}

@@ -1,0 +1,274 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+func outOfScope(field string) error {
+	return &lethe.Error{Code: CodeForbidden, Field: field, Message: "outside this token's scopes"}
+}
+
+// addGrains writes one grain (the body is a grain) or a batch (the body is
+// {"grains": [...]}).
+func (s *Server) addGrains(c *gin.Context) {
+	var req addRequest
+	body, err := decode(c, s.cfg.MaxBatchBody, &req)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	memory, tok := c.Param("memory"), tokenOf(c)
+	ctx := c.Request.Context()
+	if req.Grains == nil {
+		if int64(len(body)) > s.cfg.MaxBody {
+			s.fail(c, tooLarge(s.cfg.MaxBody))
+			return
+		}
+		g := req.GrainInput.Grain(memory)
+		if !tok.AllowsScope(g.Scope) {
+			s.fail(c, outOfScope("scope"))
+			return
+		}
+		h, err := s.lib.Add(ctx, g)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		c.JSON(http.StatusCreated, AddResponse{Hash: h})
+		return
+	}
+	if !req.GrainInput.isZero() {
+		s.fail(c, grains.Errorf(grains.CodeInvalidArgument, `send one grain, or {"grains": [...]} alone`))
+		return
+	}
+	if len(req.Grains) > grains.MaxBatch {
+		s.fail(c, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch"))
+		return
+	}
+	gs := make([]lethe.Grain, len(req.Grains))
+	for i := range req.Grains {
+		gs[i] = req.Grains[i].Grain(memory)
+		if !tok.AllowsScope(gs[i].Scope) {
+			s.fail(c, outOfScope(fmt.Sprintf("grains[%d].scope", i)))
+			return
+		}
+	}
+	hs, err := s.lib.AddBatch(ctx, gs)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, AddBatchResponse{Hashes: hs, Count: len(hs)})
+}
+
+// recall answers a query. A scope-limited token's query is kept within its
+// scopes.
+func (s *Server) recall(c *gin.Context) {
+	var req RecallRequest
+	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	q := req.Query(c.Param("memory"))
+	if tok := tokenOf(c); tok.Scoped() {
+		scope, ok := tok.NarrowScope(q.Scope)
+		if !ok {
+			s.fail(c, &lethe.Error{Code: CodeForbidden, Field: "scope", Message: "outside this token's scopes",
+				Hint: "name a scope within one of the token's scope prefixes"})
+			return
+		}
+		q.Scope = scope
+	}
+	page, err := s.lib.Recall(c.Request.Context(), q)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, page)
+}
+
+// hashParam returns the route's hash, checked, so that a malformed one is
+// invalid_argument before any lookup.
+func hashParam(c *gin.Context) (string, error) {
+	h := c.Param("hash")
+	if !grains.ValidHash(h) {
+		return "", grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+	}
+	return h, nil
+}
+
+func (s *Server) getGrain(c *gin.Context) {
+	h, err := hashParam(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	g, err := s.lib.Get(c.Request.Context(), c.Param("memory"), h)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !tokenOf(c).AllowsScope(g.Scope) {
+		s.fail(c, outOfScope("hash"))
+		return
+	}
+	c.JSON(http.StatusOK, g)
+}
+
+// history answers a version chain. For a scope-limited token the grain
+// asked for must be within its scopes, and versions outside them are left
+// out.
+func (s *Server) history(c *gin.Context) {
+	h, err := hashParam(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	chain, err := s.lib.History(c.Request.Context(), c.Param("memory"), h)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if tok := tokenOf(c); tok.Scoped() {
+		kept := chain[:0]
+		for _, g := range chain {
+			if g.Hash == h && !tok.AllowsScope(g.Scope) {
+				s.fail(c, outOfScope("hash"))
+				return
+			}
+			if tok.AllowsScope(g.Scope) {
+				kept = append(kept, g)
+			}
+		}
+		chain = kept
+	}
+	if chain == nil {
+		chain = []lethe.Grain{}
+	}
+	c.JSON(http.StatusOK, HistoryResponse{Grains: chain})
+}
+
+func (s *Server) supersede(c *gin.Context) {
+	var req SupersedeRequest
+	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if req.BlobHash == "" {
+		s.fail(c, grains.FieldError(grains.CodeInvalidArgument, "blob_hash", "the hash of the version to supersede is required"))
+		return
+	}
+	if !grains.ValidHash(req.BlobHash) {
+		s.fail(c, grains.FieldError(grains.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits"))
+		return
+	}
+	memory, ctx := c.Param("memory"), c.Request.Context()
+	g := req.GrainInput.Grain(memory)
+	if tok := tokenOf(c); tok.Scoped() {
+		old, err := s.lib.Get(ctx, memory, req.BlobHash)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		if !tok.AllowsScope(old.Scope) {
+			s.fail(c, outOfScope("blob_hash"))
+			return
+		}
+		if g.Scope != "" && !tok.AllowsScope(g.Scope) {
+			s.fail(c, outOfScope("scope"))
+			return
+		}
+	}
+	h, err := s.lib.Supersede(ctx, req.BlobHash, g)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, SupersedeResponse{Hash: h, Superseded: req.BlobHash})
+}
+
+// forget hard-deletes by blob_hash, hashes, subject or user_id. A selector
+// given empty is empty_selector. A scope-limited token forgets by hash only,
+// and only chains whose every version is within its scopes.
+func (s *Server) forget(c *gin.Context) {
+	var req ForgetRequest
+	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	memory, ctx, tok := c.Param("memory"), c.Request.Context(), tokenOf(c)
+	sel := lethe.Selector{Memory: memory, Hashes: req.Hashes}
+	for _, f := range []struct {
+		name string
+		v    *string
+		dst  *string
+	}{{"blob_hash", req.BlobHash, &sel.Hash}, {"subject", req.Subject, &sel.Subject}, {"user_id", req.UserID, &sel.UserID}} {
+		if f.v == nil {
+			continue
+		}
+		if strings.TrimSpace(*f.v) == "" {
+			s.fail(c, &lethe.Error{Code: grains.CodeEmptySelector, Field: f.name,
+				Message: "an empty selector selects nothing; it never means everything"})
+			return
+		}
+		*f.dst = *f.v
+	}
+	if tok.Scoped() {
+		if sel.Subject != "" || sel.UserID != "" {
+			s.fail(c, apiError(CodeForbidden, "a scope-limited token forgets by hash only",
+				"recall within the token's scope, then forget the hashes"))
+			return
+		}
+		if err := sel.Validate(); err != nil {
+			s.fail(c, err)
+			return
+		}
+		hashes := sel.Hashes
+		if sel.Hash != "" {
+			hashes = []string{sel.Hash}
+		}
+		for _, h := range hashes {
+			chain, err := s.lib.History(ctx, memory, h)
+			if lethe.ErrorCode(err) == grains.CodeNotFound {
+				continue
+			}
+			if err != nil {
+				s.fail(c, err)
+				return
+			}
+			for _, g := range chain {
+				if !tok.AllowsScope(g.Scope) {
+					s.fail(c, outOfScope("hashes"))
+					return
+				}
+			}
+		}
+	}
+	res, err := s.lib.Forget(ctx, sel)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	s.receipt(c, res.Receipt, res)
+}
+
+// receipt answers body, a destructive call's result: 200 with the proof, or
+// 202 with the signed receipt and the link to the proof while no signed
+// checkpoint covers the event yet.
+func (s *Server) receipt(c *gin.Context, r *lethe.Receipt, body any) {
+	if r != nil && r.Pending {
+		c.Header("Location", "/api/audit/proof?event="+url.QueryEscape(r.EventID))
+		c.Header("Retry-After", "1")
+		c.JSON(http.StatusAccepted, body)
+		return
+	}
+	c.JSON(http.StatusOK, body)
+}

@@ -1,0 +1,196 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/auth"
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// metrics are the HTTP metrics, labelled by method, route pattern and
+// status only: memory names, hashes and tokens never become labels.
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lethe_http_requests_total",
+			Help: "HTTP requests answered, by method, route pattern and status.",
+		}, []string{"method", "route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lethe_http_request_duration_seconds",
+			Help:    "HTTP request latency, by method, route pattern and status.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"method", "route", "status"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+// routeOf is the route pattern of c, "unmatched" when no route matched.
+func routeOf(c *gin.Context) string {
+	if r := c.FullPath(); r != "" {
+		return r
+	}
+	return "unmatched"
+}
+
+// methods bounds the method label.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+// observe writes the access log line and the metrics of each request. The
+// line has the method, the route pattern (never the raw URL), the status,
+// the latency, the memory name and the token id.
+func (s *Server) observe(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	lat := time.Since(start)
+	route, method := routeOf(c), methodLabel(c.Request.Method)
+	status := c.Writer.Status()
+	st := strconv.Itoa(status)
+	s.metrics.requests.WithLabelValues(method, route, st).Inc()
+	s.metrics.latency.WithLabelValues(method, route, st).Observe(lat.Seconds())
+	attrs := []slog.Attr{
+		slog.String("method", method), slog.String("route", route), slog.Int("status", status),
+		slog.Float64("latency_ms", float64(lat.Microseconds())/1000),
+		slog.Int("bytes_out", max(c.Writer.Size(), 0)),
+	}
+	if m := c.Param("memory"); m != "" && grains.ValidateMemory(m) == nil {
+		attrs = append(attrs, slog.String("memory", m))
+	}
+	if t := tokenOf(c); t != nil {
+		attrs = append(attrs, slog.String("token", t.ID))
+	}
+	s.log.LogAttrs(c.Request.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// recover turns a panic into a JSON 500. The panic's value is not logged
+// (it could hold a request's values); its type and the stack are.
+func (s *Server) recover(c *gin.Context) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		s.log.LogAttrs(c.Request.Context(), slog.LevelError, "panic in handler",
+			slog.String("route", routeOf(c)), slog.String("panic_type", fmt.Sprintf("%T", v)),
+			slog.String("stack", string(debug.Stack())))
+		if c.Writer.Written() {
+			c.Abort()
+			return
+		}
+		c.AbortWithStatusJSON(http.StatusInternalServerError, ErrorResponse{Code: "internal", Message: "internal error"})
+	}()
+	c.Next()
+}
+
+// deadline bounds the request's work.
+func (s *Server) deadline(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+}
+
+const tokenKey = "lethe.token"
+
+func tokenOf(c *gin.Context) *auth.Token {
+	if t, ok := c.Get(tokenKey); ok {
+		return t.(*auth.Token)
+	}
+	return nil
+}
+
+// authenticate finds the bearer token: 401 when it is missing, unknown or
+// revoked.
+func (s *Server) authenticate(c *gin.Context) {
+	h := c.GetHeader("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		c.Header("WWW-Authenticate", `Bearer realm="lethe"`)
+		s.fail(c, apiError(CodeUnauthorized, "a bearer token is required", "send Authorization: Bearer <token>"))
+		return
+	}
+	t, err := s.tokens.Lookup(c.Request.Context(), strings.TrimSpace(secret))
+	if errors.Is(err, auth.ErrUnknown) {
+		c.Header("WWW-Authenticate", `Bearer realm="lethe", error="invalid_token"`)
+		s.fail(c, apiError(CodeUnauthorized, "unknown or revoked token", ""))
+		return
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Set(tokenKey, t)
+	c.Request = c.Request.WithContext(lethe.WithActor(c.Request.Context(), t.ID))
+	c.Next()
+}
+
+// memory checks the route's memory name and that the token may use it.
+func (s *Server) memory(c *gin.Context) {
+	m := c.Param("memory")
+	if err := grains.ValidateMemory(m); err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !tokenOf(c).AllowsMemory(m) {
+		s.fail(c, apiError(CodeForbidden, "this token may not use this memory", ""))
+		return
+	}
+	c.Next()
+}
+
+// allow requires one of roles (admin has every role).
+func (s *Server) allow(roles ...auth.Role) gin.HandlerFunc {
+	need := make([]string, len(roles))
+	for i, r := range roles {
+		need[i] = string(r)
+	}
+	hint := "it needs the " + strings.Join(need, " or ") + " role"
+	return func(c *gin.Context) {
+		t := tokenOf(c)
+		for _, r := range roles {
+			if t.Has(r) {
+				c.Next()
+				return
+			}
+		}
+		s.fail(c, apiError(CodeForbidden, "this token's roles do not allow this call", hint))
+	}
+}
+
+// tokenAdmin requires an admin token for every memory and every scope:
+// a narrower admin could otherwise mint a wider token.
+func (s *Server) tokenAdmin(c *gin.Context) {
+	t := tokenOf(c)
+	if !t.Has(auth.Admin) || !t.AllowsMemory(auth.AllMemories) || t.Scoped() {
+		s.fail(c, apiError(CodeForbidden, "managing tokens needs an admin token for every memory and scope", ""))
+		return
+	}
+	c.Next()
+}

@@ -1,0 +1,106 @@
+package api
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestOpenAPIMatchesRoutes walks the gin routes and the OpenAPI document:
+// every route is documented with its method, and every documented
+// operation is routed.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi = %q, want 3.x", doc.OpenAPI)
+	}
+	documented := map[string]bool{}
+	for path, item := range doc.Paths {
+		for method := range item {
+			switch method {
+			case "get", "put", "post", "delete", "patch", "head", "options":
+				documented[strings.ToUpper(method)+" "+path] = true
+			case "parameters", "summary", "description":
+			default:
+				t.Errorf("%s: unexpected key %q", path, method)
+			}
+		}
+	}
+	param := regexp.MustCompile(`:([A-Za-z_]+)`)
+	routed := map[string]bool{}
+	for _, r := range New(Config{}).Engine().Routes() {
+		routed[r.Method+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
+	}
+	for k := range routed {
+		if !documented[k] {
+			t.Errorf("route %s is not in openapi.json", k)
+		}
+	}
+	for k := range documented {
+		if !routed[k] {
+			t.Errorf("openapi.json documents %s, which is not routed", k)
+		}
+	}
+}
+
+// TestOpenAPIRefs checks that every $ref resolves and operation ids are
+// unique.
+func TestOpenAPIRefs(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["$ref"].(string); ok {
+				if !resolves(doc, ref) {
+					t.Errorf("$ref %s does not resolve", ref)
+				}
+			}
+			if id, ok := v["operationId"].(string); ok {
+				ids = append(ids, id)
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	slices.Sort(ids)
+	if c := slices.Compact(slices.Clone(ids)); len(c) != len(ids) {
+		t.Errorf("duplicate operationId among %v", ids)
+	}
+}
+
+func resolves(doc map[string]any, ref string) bool {
+	p, ok := strings.CutPrefix(ref, "#/")
+	if !ok {
+		return false
+	}
+	var cur any = doc
+	for _, part := range strings.Split(p, "/") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[part]; !ok {
+			return false
+		}
+	}
+	return true
+}

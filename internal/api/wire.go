@@ -1,0 +1,191 @@
+package api
+
+import (
+	"time"
+
+	"github.com/lethe-io/lethe"
+)
+
+// The wire types: request and response bodies of the HTTP API. The CLI's
+// remote mode marshals the same types, so client and server cannot drift.
+// Grains come back as [lethe.Grain], whose JSON field names are the
+// contract.
+
+// GrainInput is a grain as a client writes it: the writable fields only.
+// The memory comes from the route; hash, chain links, salience and
+// retrieval statistics are the server's.
+type GrainInput struct {
+	Type       string            `json:"type,omitempty"`
+	Subject    string            `json:"subject,omitempty"`
+	Relation   string            `json:"relation,omitempty"`
+	Object     string            `json:"object,omitempty"`
+	Content    string            `json:"content,omitempty"`
+	Namespace  string            `json:"namespace,omitempty"`
+	Scope      string            `json:"scope,omitempty"`
+	UserID     string            `json:"user_id,omitempty"`
+	Tags       []string          `json:"tags,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	Importance float64           `json:"importance,omitempty"`
+	Confidence float64           `json:"confidence,omitempty"`
+	Pinned     bool              `json:"pinned,omitempty"`
+	// CreatedAt is for imports; the server's clock otherwise.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+}
+
+// Grain returns in as a grain of memory.
+func (in *GrainInput) Grain(memory string) lethe.Grain {
+	return lethe.Grain{
+		Memory: memory, Type: in.Type, Subject: in.Subject, Relation: in.Relation, Object: in.Object,
+		Content: in.Content, Namespace: in.Namespace, Scope: in.Scope, UserID: in.UserID,
+		Tags: in.Tags, Metadata: in.Metadata, Importance: in.Importance, Confidence: in.Confidence,
+		Pinned: in.Pinned, CreatedAt: in.CreatedAt,
+	}
+}
+
+// InputOf returns the writable fields of g.
+func InputOf(g *lethe.Grain) GrainInput {
+	return GrainInput{
+		Type: g.Type, Subject: g.Subject, Relation: g.Relation, Object: g.Object, Content: g.Content,
+		Namespace: g.Namespace, Scope: g.Scope, UserID: g.UserID, Tags: g.Tags, Metadata: g.Metadata,
+		Importance: g.Importance, Confidence: g.Confidence, Pinned: g.Pinned, CreatedAt: g.CreatedAt,
+	}
+}
+
+// isZero reports whether no field of in is set.
+func (in *GrainInput) isZero() bool {
+	return in.Type == "" && in.Subject == "" && in.Relation == "" && in.Object == "" && in.Content == "" &&
+		in.Namespace == "" && in.Scope == "" && in.UserID == "" && in.Tags == nil && in.Metadata == nil &&
+		in.Importance == 0 && in.Confidence == 0 && !in.Pinned && in.CreatedAt.IsZero()
+}
+
+// AddBatchRequest is the body of a batch add: POST .../grains with
+// {"grains": [...]}. A single add sends one GrainInput as the body.
+type AddBatchRequest struct {
+	Grains []GrainInput `json:"grains"`
+}
+
+// addRequest is what the server decodes: one grain, or a batch.
+type addRequest struct {
+	GrainInput
+	Grains []GrainInput `json:"grains"`
+}
+
+// AddResponse answers a single add.
+type AddResponse struct {
+	Hash string `json:"hash"`
+}
+
+// AddBatchResponse answers a batch add: the hashes in request order.
+type AddBatchResponse struct {
+	Hashes []string `json:"hashes"`
+	Count  int      `json:"count"`
+}
+
+// RecallRequest is the body of POST .../recall. The query travels in the
+// body so that no personal value ends up in a URL or an access log.
+type RecallRequest struct {
+	Subject           string   `json:"subject,omitempty"`
+	Relation          string   `json:"relation,omitempty"`
+	Object            string   `json:"object,omitempty"`
+	Type              string   `json:"type,omitempty"`
+	Namespace         string   `json:"namespace,omitempty"`
+	Scope             string   `json:"scope,omitempty"`
+	UserID            string   `json:"user_id,omitempty"`
+	Tags              []string `json:"tags,omitempty"`
+	IncludeSuperseded bool     `json:"include_superseded,omitempty"`
+	IncludeArchived   bool     `json:"include_archived,omitempty"`
+	Limit             int      `json:"limit,omitempty"`
+	Cursor            string   `json:"cursor,omitempty"`
+}
+
+// Query returns r as a query on memory.
+func (r *RecallRequest) Query(memory string) lethe.Query {
+	return lethe.Query{
+		Memory: memory, Subject: r.Subject, Relation: r.Relation, Object: r.Object, Type: r.Type,
+		Namespace: r.Namespace, Scope: r.Scope, UserID: r.UserID, Tags: r.Tags,
+		IncludeSuperseded: r.IncludeSuperseded, IncludeArchived: r.IncludeArchived,
+		Limit: r.Limit, Cursor: r.Cursor,
+	}
+}
+
+// RecallRequestOf returns q as a request body (its memory goes in the route).
+func RecallRequestOf(q *lethe.Query) RecallRequest {
+	return RecallRequest{
+		Subject: q.Subject, Relation: q.Relation, Object: q.Object, Type: q.Type,
+		Namespace: q.Namespace, Scope: q.Scope, UserID: q.UserID, Tags: q.Tags,
+		IncludeSuperseded: q.IncludeSuperseded, IncludeArchived: q.IncludeArchived,
+		Limit: q.Limit, Cursor: q.Cursor,
+	}
+}
+
+// HistoryResponse answers GET .../grains/{hash}/history: the version
+// chain, newest first.
+type HistoryResponse struct {
+	Grains []lethe.Grain `json:"grains"`
+}
+
+// SupersedeRequest is the body of POST .../supersede: the hash of the
+// version to replace and the new field values (every field left out
+// carries forward; type is required).
+type SupersedeRequest struct {
+	BlobHash string `json:"blob_hash"`
+	GrainInput
+}
+
+// SupersedeResponse answers a supersede.
+type SupersedeResponse struct {
+	Hash       string `json:"hash"`
+	Superseded string `json:"superseded"`
+}
+
+// ForgetRequest is the body of POST .../forget: exactly one of the
+// selectors. A selector given as an empty string or an empty list is an
+// empty_selector error, never "everything".
+type ForgetRequest struct {
+	BlobHash *string  `json:"blob_hash,omitempty"`
+	Hashes   []string `json:"hashes,omitempty"`
+	Subject  *string  `json:"subject,omitempty"`
+	UserID   *string  `json:"user_id,omitempty"`
+}
+
+// ForgetResponse answers a forget: {"count": n, "status": "forgotten" |
+// "not_found", "hashes": [...]}.
+type ForgetResponse = lethe.ForgetResult
+
+// ErrorResponse is every error's body. Code is stable (see docs/api.md);
+// Message is safe to show and never carries personal data.
+type ErrorResponse struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// TokenRequest is the body of POST /api/tokens.
+type TokenRequest struct {
+	Roles    []string `json:"roles"`
+	Memories []string `json:"memories"`
+	Scopes   []string `json:"scopes,omitempty"`
+}
+
+// TokenInfo describes a token, never its secret.
+type TokenInfo struct {
+	ID        string     `json:"id"`
+	Roles     []string   `json:"roles"`
+	Memories  []string   `json:"memories"`
+	Scopes    []string   `json:"scopes,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// TokenCreated answers a token creation: the only time the secret is
+// shown.
+type TokenCreated struct {
+	Token string `json:"token"`
+	TokenInfo
+}
+
+// TokenList answers GET /api/tokens.
+type TokenList struct {
+	Tokens []TokenInfo `json:"tokens"`
+}

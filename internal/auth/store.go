@@ -1,0 +1,262 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// BootstrapID is the id of the admin token that LETHE_ADMIN_TOKEN, an
+// admin token file or the generated token file names.
+const BootstrapID = "tok_bootstrap"
+
+// tokenRow is one row of api_tokens.
+type tokenRow struct {
+	ID        string `gorm:"primaryKey;size:40"`
+	Hash      string `gorm:"size:64;not null;uniqueIndex:idx_api_tokens_hash"`
+	Roles     string `gorm:"size:200;not null"`
+	Memories  string `gorm:"not null"`
+	Scopes    string `gorm:"not null;default:''"`
+	CreatedUS int64  `gorm:"not null"`
+	RevokedUS int64  `gorm:"not null;default:0"`
+}
+
+func (tokenRow) TableName() string { return "api_tokens" }
+
+// Lists are stored newline-separated: memory names and scope paths cannot
+// contain a newline.
+func join[T ~string](v []T) string {
+	s := make([]string, len(v))
+	for i := range v {
+		s[i] = string(v[i])
+	}
+	return strings.Join(s, "\n")
+}
+
+func split(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func (r *tokenRow) token() *Token {
+	t := &Token{ID: r.ID, Memories: split(r.Memories), Scopes: split(r.Scopes),
+		CreatedAt: time.UnixMicro(r.CreatedUS).UTC()}
+	for _, role := range split(r.Roles) {
+		t.Roles = append(t.Roles, Role(role))
+	}
+	if r.RevokedUS != 0 {
+		at := time.UnixMicro(r.RevokedUS).UTC()
+		t.RevokedAt = &at
+	}
+	return t
+}
+
+// Config says which database holds the tokens.
+type Config struct {
+	// SQLitePath is the SQLite file (lethe's, DataDir/lethe.db) when
+	// PostgresDSN is empty.
+	SQLitePath  string
+	PostgresDSN string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Store keeps tokens. It is safe for concurrent use.
+type Store struct {
+	db  *gorm.DB
+	now func() time.Time
+}
+
+// Open opens the token table, creating it if needed.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	var dial gorm.Dialector
+	switch {
+	case cfg.PostgresDSN != "":
+		dial = postgres.Open(cfg.PostgresDSN)
+	case cfg.SQLitePath != "":
+		dial = sqlite.Open("file:" + cfg.SQLitePath + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate&_synchronous=FULL")
+	default:
+		return nil, errors.New("auth: no database configured")
+	}
+	g, err := gorm.Open(dial, &gorm.Config{
+		TranslateError: true, PrepareStmt: true, SkipDefaultTransaction: true, Logger: logger.Discard,
+	})
+	if err != nil {
+		return nil, unavailable("open token database", err)
+	}
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, unavailable("open token database", err)
+	}
+	sqlDB.SetMaxOpenConns(4)
+	sqlDB.SetMaxIdleConns(4)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		sqlDB.Close()
+		return nil, unavailable("connect to token database", err)
+	}
+	if err := g.WithContext(ctx).AutoMigrate(&tokenRow{}); err != nil {
+		sqlDB.Close()
+		return nil, grains.Wrap(grains.CodeInternal, "migrate token table", err)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{db: g, now: now}, nil
+}
+
+func unavailable(what string, err error) error {
+	return grains.Wrap(grains.CodeUnavailable, what, err)
+}
+
+// wrap turns a gorm error into a domain error.
+func wrap(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return grains.Wrap(grains.CodeUnavailable, what+": deadline exceeded or canceled", err)
+	case isConnError(err):
+		return grains.Wrap(grains.CodeUnavailable, what+": database unavailable", err)
+	}
+	return grains.Wrap(grains.CodeInternal, what, err)
+}
+
+func isConnError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "broken pipe", "connection reset", "database is locked",
+		"the database system is", "bad connection", "database is closed", "no such host"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Close closes the database handle.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Ping checks that the token database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return wrap("ping token database", err)
+	}
+	return wrap("ping token database", sqlDB.PingContext(ctx))
+}
+
+// Create makes a token and returns its secret, shown only now.
+func (s *Store) Create(ctx context.Context, spec Spec) (string, *Token, error) {
+	if err := spec.Validate(); err != nil {
+		return "", nil, err
+	}
+	secret := NewSecret()
+	row := &tokenRow{ID: newID(), Hash: HashSecret(secret), Roles: join(spec.Roles), Memories: join(spec.Memories),
+		Scopes: join(spec.Scopes), CreatedUS: s.now().UnixMicro()}
+	if err := s.db.WithContext(ctx).Create(row).Error; err != nil {
+		return "", nil, wrap("create token", err)
+	}
+	return secret, row.token(), nil
+}
+
+// Bootstrap makes secret the admin token BootstrapID (for every memory),
+// replacing the secret it had before.
+func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
+	if err := checkSecret(secret); err != nil {
+		return nil, err
+	}
+	row := &tokenRow{ID: BootstrapID, Hash: HashSecret(secret), Roles: string(Admin), Memories: AllMemories,
+		CreatedUS: s.now().UnixMicro()}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var cur tokenRow
+		err := tx.Where("id = ?", BootstrapID).Take(&cur).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			return tx.Create(row).Error
+		case err != nil:
+			return err
+		case cur.Hash == row.Hash && cur.RevokedUS == 0:
+			*row = cur
+			return nil
+		}
+		return tx.Model(&tokenRow{}).Where("id = ?", BootstrapID).
+			Updates(map[string]any{"hash": row.Hash, "roles": row.Roles, "memories": row.Memories,
+				"scopes": "", "created_us": row.CreatedUS, "revoked_us": 0}).Error
+	})
+	if err != nil {
+		return nil, wrap("bootstrap admin token", err)
+	}
+	return row.token(), nil
+}
+
+// Lookup returns the live token whose secret is secret, or ErrUnknown.
+func (s *Store) Lookup(ctx context.Context, secret string) (*Token, error) {
+	if secret == "" || len(secret) > 512 {
+		return nil, ErrUnknown
+	}
+	var row tokenRow
+	err := s.db.WithContext(ctx).Where("hash = ?", HashSecret(secret)).Take(&row).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return nil, ErrUnknown
+	case err != nil:
+		return nil, wrap("look up token", err)
+	case row.RevokedUS != 0:
+		return nil, ErrUnknown
+	}
+	return row.token(), nil
+}
+
+// List returns every token, revoked ones included, oldest first.
+func (s *Store) List(ctx context.Context) ([]Token, error) {
+	var rows []tokenRow
+	if err := s.db.WithContext(ctx).Order("created_us, id").Find(&rows).Error; err != nil {
+		return nil, wrap("list tokens", err)
+	}
+	out := make([]Token, len(rows))
+	for i := range rows {
+		out[i] = *rows[i].token()
+	}
+	return out, nil
+}
+
+// Revoke revokes the token id. Revoking a revoked token is not an error.
+func (s *Store) Revoke(ctx context.Context, id string) error {
+	res := s.db.WithContext(ctx).Model(&tokenRow{}).Where("id = ?", id).
+		Where("revoked_us = 0").Update("revoked_us", s.now().UnixMicro())
+	if res.Error != nil {
+		return wrap("revoke token", res.Error)
+	}
+	if res.RowsAffected == 0 {
+		var n int64
+		if err := s.db.WithContext(ctx).Model(&tokenRow{}).Where("id = ?", id).Count(&n).Error; err != nil {
+			return wrap("revoke token", err)
+		}
+		if n == 0 {
+			return grains.Errorf(grains.CodeNotFound, "no such token")
+		}
+	}
+	return nil
+}
