@@ -26,6 +26,8 @@ import (
 var allLeaves struct {
 	sync.Mutex
 	leaves [][]byte
+	// opened counts stores the tests opened (benchmarks open none).
+	opened int
 	// personal are values tests used as subjects, objects, contents and user ids.
 	personal []string
 }
@@ -74,7 +76,7 @@ func checkLeaves() int {
 			}
 		}
 	}
-	if len(allLeaves.leaves) == 0 {
+	if len(allLeaves.leaves) == 0 && allLeaves.opened > 0 {
 		fmt.Fprintln(os.Stderr, "no audit leaves were collected: the leaf check checked nothing")
 		return 1
 	}

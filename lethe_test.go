@@ -34,6 +34,9 @@ func openDB(t *testing.T, cfg lethe.Config) *lethe.DB {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	allLeaves.Lock()
+	allLeaves.opened++
+	allLeaves.Unlock()
 	t.Cleanup(func() {
 		collectLeaves(t, db)
 		db.Close()

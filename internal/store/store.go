@@ -214,14 +214,12 @@ func (db *DB) underPrefix(column, prefix string) (string, []any) {
 // analyzeEvery is how many inserted rows trigger a statistics refresh.
 const analyzeEvery = 20000
 
-// noteInserted counts inserted rows and, on PostgreSQL, refreshes the
-// planner's statistics in the background once enough rows arrived: after a
-// bulk load, stale statistics make the planner scan the whole table instead
-// of using the token indexes (autovacuum catches up, but only later).
+// noteInserted counts inserted rows and refreshes the planner's statistics
+// in the background once enough rows arrived: after a bulk load, missing or
+// stale statistics make both PostgreSQL and SQLite scan the whole table
+// instead of using the token indexes (PostgreSQL's autovacuum catches up,
+// but only later; SQLite never does on its own).
 func (db *DB) noteInserted(n int) {
-	if db.dialect != Postgres {
-		return
-	}
 	if db.inserted.Add(int64(n)) < analyzeEvery || !db.analyzing.CompareAndSwap(false, true) {
 		return
 	}
@@ -230,7 +228,11 @@ func (db *DB) noteInserted(n int) {
 		defer db.analyzing.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if err := db.gorm.WithContext(ctx).Exec("ANALYZE grains, grain_tags").Error; err != nil {
+		stmt := "ANALYZE grains, grain_tags"
+		if db.dialect == SQLite {
+			stmt = "ANALYZE"
+		}
+		if err := db.gorm.WithContext(ctx).Exec(stmt).Error; err != nil {
 			db.log.Warn("analyze failed", slog.Any("error", err))
 		}
 	}()
