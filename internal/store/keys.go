@@ -100,3 +100,24 @@ func (db *DB) ScopeKeys(ctx context.Context, memory, prefix string) ([]keys.Reco
 	}
 	return out, nil
 }
+
+// LiveKeyPage returns up to n live keys with ids above after, in id order.
+func (db *DB) LiveKeyPage(ctx context.Context, after int64, n int) ([]keys.Record, error) {
+	var rows []KeyRow
+	if err := db.gorm.WithContext(ctx).Where("id > ? AND destroyed_us = 0", after).Order("id").Limit(n).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read data keys")
+	}
+	out := make([]keys.Record, len(rows))
+	for i, r := range rows {
+		out[i] = toRecord(r)
+	}
+	return out, nil
+}
+
+// ReplaceWrapped swaps a live key's wrapped form from old to next (a KEK
+// rewrap) and reports whether it did; a key destroyed or rewrapped
+// meanwhile is left alone.
+func (db *DB) ReplaceWrapped(ctx context.Context, id int64, old, next []byte) (bool, error) {
+	res := db.gorm.WithContext(ctx).Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0 AND wrapped = ?", id, old).Update("wrapped", next)
+	return res.RowsAffected == 1, translate(res.Error, "rewrap data key")
+}

@@ -1,0 +1,226 @@
+package lethe_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+func vaultKEK(t testing.TB, addr, token string, dedicated bool) lethe.KeyWrapper {
+	t.Helper()
+	kek, err := lethe.NewVaultKEK(lethe.VaultConfig{Address: addr, Token: token, Dedicated: dedicated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kek
+}
+
+// wrappedKeys reads the data_keys table of an embedded store's SQLite file.
+func wrappedKeys(t *testing.T, dir string) map[int64][]byte {
+	t.Helper()
+	conn, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "lethe.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rows, err := conn.Query("SELECT id, wrapped FROM data_keys WHERE destroyed_us = 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[int64][]byte{}
+	for rows.Next() {
+		var id int64
+		var w []byte
+		if err := rows.Scan(&id, &w); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = w
+	}
+	return out
+}
+
+func TestVaultKEK(t *testing.T) {
+	addr, token := testenv.Vault(t)
+	for _, b := range []string{"sqlite", "postgres"} {
+		t.Run(b, func(t *testing.T) {
+			cfg := lethe.Config{DataDir: t.TempDir(), KEK: vaultKEK(t, addr, token, false)}
+			if b == "postgres" {
+				cfg.PostgresDSN = testenv.Postgres(t)
+			}
+			db := openDB(t, cfg)
+			ctx := context.Background()
+			john, _, _ := population(t, db)
+			// A fresh instance has no cached keys: it unwraps through Vault.
+			again := openDB(t, cfg)
+			if !readable(t, again, john[0]) {
+				t.Fatal("a second instance cannot read through Vault")
+			}
+			if _, err := db.ForgetUser(ctx, "", "john"); err != nil {
+				t.Fatal(err)
+			}
+			if readable(t, again, john[0]) {
+				t.Error("erased grain readable")
+			}
+		})
+	}
+}
+
+// TestVaultRotationTrimsBackups rotates the KEK, rewraps live keys and trims
+// old versions: a wrapped key copied before (a backup) no longer unwraps,
+// while the store keeps working.
+func TestVaultRotationTrimsBackups(t *testing.T) {
+	v := testenv.VaultDev(t)
+	dir := t.TempDir()
+	kek := vaultKEK(t, v.Addr, v.Token, false)
+	cfg := lethe.Config{DataDir: dir, KEK: kek}
+	db := openDB(t, cfg)
+	ctx := context.Background()
+	john, _, _ := population(t, db)
+	backup := wrappedKeys(t, dir)
+	if len(backup) == 0 {
+		t.Fatal("no keys")
+	}
+	rot, err := db.RotateKEK(ctx, lethe.RotateOptions{Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.Rewrapped != len(backup) || rot.Version != 2 || rot.TrimmedBelow != 2 {
+		t.Errorf("rotation %+v, want %d keys rewrapped to version 2", rot, len(backup))
+	}
+	now := wrappedKeys(t, dir)
+	for id, old := range backup {
+		if string(now[id]) == string(old) {
+			t.Errorf("key %d was not rewrapped", id)
+		}
+		if _, err := kek.Unwrap(ctx, lethe.KeyRef{}, old); err == nil {
+			t.Errorf("the backup copy of key %d still unwraps after the trim", id)
+		}
+		if _, err := kek.Unwrap(ctx, lethe.KeyRef{}, now[id]); err != nil {
+			t.Errorf("the rewrapped key %d does not unwrap: %v", id, err)
+		}
+	}
+	fresh := openDB(t, cfg)
+	if !readable(t, fresh, john[0]) {
+		t.Error("store unreadable after rotation")
+	}
+	local := openDB(t, lethe.Config{DataDir: t.TempDir()})
+	if _, err := local.RotateKEK(ctx, lethe.RotateOptions{}); lethe.ErrorCode(err) != "invalid_argument" {
+		t.Errorf("rotating the local age KEK: %v", err)
+	}
+}
+
+// TestVaultSealedMidRun seals Vault under a running store: calls that need
+// a key fail cleanly with code unavailable and write nothing; after unseal
+// everything works again.
+func TestVaultSealedMidRun(t *testing.T) {
+	v := testenv.VaultDev(t)
+	cfg := lethe.Config{DataDir: t.TempDir(), KEK: vaultKEK(t, v.Addr, v.Token, false)}
+	db := openDB(t, cfg)
+	ctx := context.Background()
+	john, _, _ := population(t, db)
+	v.Seal(t)
+	// A new user needs a new wrapped key: refused, nothing half-written.
+	_, err := db.AddBatch(ctx, []lethe.Grain{{Type: "fact", Subject: "a", UserID: "newcomer"}, {Type: "fact", Subject: "b"}})
+	if lethe.ErrorCode(err) != "unavailable" {
+		t.Errorf("add with Vault sealed: %v", err)
+	}
+	// A cold instance cannot resolve the user to erase: refused, nothing changed.
+	cold := openDB(t, cfg)
+	if _, err := cold.ForgetUser(ctx, "", "john"); lethe.ErrorCode(err) != "unavailable" {
+		t.Errorf("erase with Vault sealed: %v", err)
+	}
+	if _, err := cold.Get(ctx, "", john[0]); lethe.ErrorCode(err) != "unavailable" {
+		t.Errorf("cold read with Vault sealed: %v", err)
+	}
+	v.Unseal(t)
+	if n := recallCount(t, db, lethe.Query{}); n != 15 {
+		t.Errorf("%d grains after unseal, want the 15 written before", n)
+	}
+	if _, err := cold.ForgetUser(ctx, "", "john"); err != nil {
+		t.Errorf("erase after unseal: %v", err)
+	}
+}
+
+// TestVaultDedicatedKeys checks that erasing in dedicated-key mode also
+// deletes the transit key in Vault: a copy of the wrapped user key no longer
+// unwraps.
+func TestVaultDedicatedKeys(t *testing.T) {
+	addr, token := testenv.Vault(t)
+	dir := t.TempDir()
+	kek := vaultKEK(t, addr, token, true)
+	db := openDB(t, lethe.Config{DataDir: dir, KEK: kek})
+	ctx := context.Background()
+	before := wrappedKeys(t, dir)
+	mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "s", UserID: "john"})
+	var userKey []byte
+	for id, w := range wrappedKeys(t, dir) {
+		if _, ok := before[id]; !ok {
+			userKey = w
+		}
+	}
+	if userKey == nil {
+		t.Fatal("no user key created")
+	}
+	if _, err := db.ForgetUser(ctx, "", "john"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kek.Unwrap(ctx, lethe.KeyRef{}, userKey); err == nil {
+		t.Error("the erased user's dedicated KEK still unwraps a backup copy")
+	}
+}
+
+// countingKEK counts the calls a store makes to its KEK.
+type countingKEK struct {
+	lethe.KeyWrapper
+	wraps, unwraps atomic.Int64
+}
+
+func (c *countingKEK) Wrap(ctx context.Context, r lethe.KeyRef, dk []byte) ([]byte, error) {
+	c.wraps.Add(1)
+	return c.KeyWrapper.Wrap(ctx, r, dk)
+}
+
+func (c *countingKEK) Unwrap(ctx context.Context, r lethe.KeyRef, w []byte) ([]byte, error) {
+	c.unwraps.Add(1)
+	return c.KeyWrapper.Unwrap(ctx, r, w)
+}
+
+// BenchmarkAddBatchVault is BenchmarkAddBatch with Vault transit as KEK; it
+// reports Vault calls per 1,000 grains.
+func BenchmarkAddBatchVault(b *testing.B) {
+	addr, token := testenv.Vault(b)
+	for name, mk := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := mk(b)
+			kek, err := lethe.NewVaultKEK(lethe.VaultConfig{Address: addr, Token: token})
+			if err != nil {
+				b.Fatal(err)
+			}
+			counting := &countingKEK{KeyWrapper: kek}
+			cfg.KEK = counting
+			db := openBench(b, cfg)
+			ctx := context.Background()
+			n := 0
+			for b.Loop() {
+				batch := make([]lethe.Grain, 1000)
+				for j := range batch {
+					batch[j] = benchGrain(n)
+					n++
+				}
+				if _, err := db.AddBatch(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "grains/s")
+			b.ReportMetric(float64(counting.wraps.Load()+counting.unwraps.Load())*1000/float64(n), "vault-calls/1k")
+		})
+	}
+}
