@@ -80,7 +80,8 @@ func jsonError(err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return grains.Errorf(grains.CodeInvalidArgument, "malformed JSON: unexpected end")
 	case errors.As(err, &te):
-		field := te.Field
+		// Field is the JSON path, with the names of embedded Go structs.
+		field := strings.ReplaceAll(te.Field, "GrainInput.", "")
 		if field == "" || !fieldName.MatchString(field) {
 			return grains.Errorf(grains.CodeInvalidArgument, "the body must be a JSON object of the documented form")
 		}

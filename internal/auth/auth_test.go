@@ -1,0 +1,162 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+func TestToken(t *testing.T) {
+	tok := &Token{Roles: []Role{Writer, Reader}, Memories: []string{"a"}, Scopes: []string{"acme/prod", "beta"}}
+	for _, tt := range []struct {
+		name string
+		got  bool
+		want bool
+	}{
+		{"writer", tok.Has(Writer), true},
+		{"dpo", tok.Has(DPO), false},
+		{"memory a", tok.AllowsMemory("a"), true},
+		{"memory b", tok.AllowsMemory("b"), false},
+		{"scope equal", tok.AllowsScope("acme/prod"), true},
+		{"scope below", tok.AllowsScope("acme/prod/bot1"), true},
+		{"scope slashes", tok.AllowsScope("/acme/prod/"), true},
+		{"scope sibling prefix", tok.AllowsScope("acme/production"), false},
+		{"scope above", tok.AllowsScope("acme"), false},
+		{"scope root", tok.AllowsScope(""), false},
+		{"second scope", tok.AllowsScope("beta/x"), true},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s: %t, want %t", tt.name, tt.got, tt.want)
+		}
+	}
+	admin := &Token{Roles: []Role{Admin}, Memories: []string{AllMemories}}
+	if !admin.Has(DPO) || !admin.Has(Auditor) || !admin.AllowsMemory("x") || !admin.AllowsScope("") {
+		t.Error("admin for every memory is limited")
+	}
+}
+
+func TestNarrowScope(t *testing.T) {
+	one := &Token{Scopes: []string{"acme/prod"}}
+	two := &Token{Scopes: []string{"acme/prod", "acme/dev"}}
+	for _, tt := range []struct {
+		name  string
+		tok   *Token
+		in    string
+		want  string
+		oknot bool
+	}{
+		{"unscoped keeps", &Token{}, "x", "x", false},
+		{"root narrows", one, "", "acme/prod", false},
+		{"parent narrows", one, "acme", "acme/prod", false},
+		{"within keeps", one, "acme/prod/b", "acme/prod/b", false},
+		{"outside", one, "other", "", true},
+		{"two scopes, root", two, "", "", true},
+		{"two scopes, named", two, "acme/dev", "acme/dev", false},
+	} {
+		got, ok := tt.tok.NarrowScope(tt.in)
+		if got != tt.want || ok == tt.oknot {
+			t.Errorf("%s: NarrowScope(%q) = %q, %t", tt.name, tt.in, got, ok)
+		}
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		spec Spec
+		code grains.Code
+	}{
+		{"ok", Spec{Roles: []Role{Reader}, Memories: []string{"m"}}, ""},
+		{"all", Spec{Roles: []Role{Admin}, Memories: []string{"*"}}, ""},
+		{"no roles", Spec{Memories: []string{"m"}}, grains.CodeInvalidArgument},
+		{"bad role", Spec{Roles: []Role{"root"}, Memories: []string{"m"}}, grains.CodeInvalidArgument},
+		{"no memories", Spec{Roles: []Role{Reader}}, grains.CodeInvalidArgument},
+		{"bad memory", Spec{Roles: []Role{Reader}, Memories: []string{"Bad"}}, grains.CodeInvalidMemory},
+		{"empty scope", Spec{Roles: []Role{Reader}, Memories: []string{"m"}, Scopes: []string{"/"}}, grains.CodeInvalidScope},
+		{"bad scope", Spec{Roles: []Role{Reader}, Memories: []string{"m"}, Scopes: []string{"a//b"}}, grains.CodeInvalidScope},
+	} {
+		if got := grains.ErrorCode(tt.spec.Validate()); got != tt.code {
+			t.Errorf("%s: code %q, want %q", tt.name, got, tt.code)
+		}
+	}
+}
+
+func TestStore(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		testStore(t, Config{SQLitePath: filepath.Join(t.TempDir(), "lethe.db")})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		testStore(t, Config{PostgresDSN: testenv.Postgres(t)})
+	})
+}
+
+func testStore(t *testing.T, cfg Config) {
+	ctx := context.Background()
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	secret, tok, err := s.Create(ctx, Spec{Roles: []Role{Reader, Writer, Reader}, Memories: []string{"b", "a"}, Scopes: []string{"/x/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(secret, SecretPrefix) || len(secret) != len(SecretPrefix)+43 {
+		t.Errorf("secret %q", secret)
+	}
+	got, err := s.Lookup(ctx, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != tok.ID || strings.Join([]string{string(got.Roles[0]), string(got.Roles[1])}, ",") != "reader,writer" ||
+		strings.Join(got.Memories, ",") != "a,b" || strings.Join(got.Scopes, ",") != "x" {
+		t.Errorf("lookup: %+v", got)
+	}
+	if _, err := s.Lookup(ctx, secret+"x"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("wrong secret: %v", err)
+	}
+	if err := s.Revoke(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(ctx, secret); !errors.Is(err, ErrUnknown) {
+		t.Errorf("revoked: %v", err)
+	}
+	if err := s.Revoke(ctx, "tok_none"); grains.ErrorCode(err) != grains.CodeNotFound {
+		t.Errorf("revoke unknown: %v", err)
+	}
+
+	if _, err := s.Bootstrap(ctx, "short"); err == nil {
+		t.Error("a short bootstrap secret was accepted")
+	}
+	first, second := "bootstrap-secret-one-1234", "bootstrap-secret-two-5678"
+	if _, err := s.Bootstrap(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Bootstrap(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Lookup(ctx, first); err != nil || b.ID != BootstrapID || !b.Has(Admin) || !b.AllowsMemory("any") {
+		t.Fatalf("bootstrap lookup: %+v %v", b, err)
+	}
+	if _, err := s.Bootstrap(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lookup(ctx, first); !errors.Is(err, ErrUnknown) {
+		t.Error("a replaced bootstrap secret still works")
+	}
+	if _, err := s.Lookup(ctx, second); err != nil {
+		t.Error(err)
+	}
+	list, err := s.List(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %d %v", len(list), err)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Error(err)
+	}
+}
