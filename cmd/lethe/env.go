@@ -76,7 +76,11 @@ func (e *env) open(ctx context.Context) (*lethe.DB, error) {
 	if e.server != "" {
 		return nil, usagef("this command works on the embedded store only; leave out --server")
 	}
-	db, err := lethe.Open(ctx, lethe.Config{DataDir: e.data, PostgresDSN: e.postgres})
+	cfg := lethe.Config{DataDir: e.data, PostgresDSN: e.postgres}
+	if err := storeEnv(&cfg); err != nil {
+		return nil, err
+	}
+	db, err := lethe.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -258,6 +258,9 @@ func cmdHistory(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdForget(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && (args[0] == "user" || args[0] == "scope" || args[0] == "memory") {
+		return cmdErase(ctx, e, args[0], args[1:])
+	}
 	fs := e.flags("forget")
 	subject := fs.String("subject", "", "")
 	user := fs.String("user", "", "")

@@ -66,6 +66,9 @@ var commands = map[string]command{
 	"supersede": cmdSupersede,
 	"history":   cmdHistory,
 	"forget":    cmdForget,
+	"hold":      cmdHold,
+	"audit":     cmdAudit,
+	"keys":      cmdKeys,
 	"serve":     cmdServe,
 	"token":     cmdToken,
 	"verify": func(ctx context.Context, e *env, args []string) error {
@@ -108,6 +111,12 @@ Usage:
   lethe history HASH                       show the version chain, newest first
   lethe forget HASH... | --subject S | --user U
                                            hard-delete grains and every version (needs --yes)
+  lethe forget user U | forget scope PATH | forget memory
+                                           crypto-erase: destroy one key, print the proof (needs --yes)
+  lethe hold set --scope PATH | --user U   place a legal hold; prints its id
+  lethe hold release ID | hold list
+  lethe audit key | checkpoint | entry N | proof N [--size S] | proof --event ID | consistency A B
+  lethe keys rotate [--keep N]             rotate the Vault KEK, rewrap, trim old versions (needs --yes)
   lethe verify PROOF --log-key KEY [--checkpoint OLDER] [--consistency FILE]
                [--subject ID --nonce HEX]  check an erasure proof offline (no data dir needed)
   lethe serve [--addr HOST:PORT] [--config FILE]
