@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+// lockedBuffer collects the server's log from its goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// cli runs one lethe command line in-process.
+func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err = run(context.Background(), args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, err := cli(t, args...)
+	if err != nil {
+		t.Fatalf("lethe %s: %v\n%s", strings.Join(args, " "), err, errs)
+	}
+	return out
+}
+
+// TestServeAndRemoteCLI starts "lethe serve --addr 127.0.0.1:0" in the
+// background and drives it with the CLI's --server mode, on SQLite and on
+// PostgreSQL.
+func TestServeAndRemoteCLI(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			for _, v := range []string{"LETHE_DATA", "LETHE_POSTGRES_DSN", "LETHE_SERVER", "LETHE_TOKEN_FILE", "LETHE_ADMIN_TOKEN", "LETHE_ADDR"} {
+				t.Setenv(v, "")
+			}
+			var pg []string
+			if backend == "postgres" {
+				pg = []string{"--postgres", testenv.Postgres(t)}
+			}
+			testServe(t, pg)
+		})
+	}
+}
+
+func testServe(t *testing.T, pg []string) {
+	dir := t.TempDir()
+	data, addrFile := filepath.Join(dir, "data"), filepath.Join(dir, "addr")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		args := append([]string{"serve", "--data", data, "--addr", "127.0.0.1:0", "--addr-file", addrFile}, pg...)
+		done <- run(ctx, args, strings.NewReader(""), &bytes.Buffer{}, logs)
+	}()
+	var addr []byte
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if addr, err = os.ReadFile(addrFile); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited: %v\n%s", err, logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start\n%s", logs)
+		}
+	}
+	server := "http://" + strings.TrimSpace(string(addr))
+
+	// The generated admin token: mode 0600, its path logged, not its value.
+	adminFile := filepath.Join(data, "admin.token")
+	fi, err := os.Stat(adminFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin token mode %v", fi.Mode().Perm())
+	}
+	adminSecret, _ := os.ReadFile(adminFile)
+	if !strings.Contains(logs.String(), adminFile) || strings.Contains(logs.String(), strings.TrimSpace(string(adminSecret))) {
+		t.Errorf("the log must name the admin token's path, not its value:\n%s", logs)
+	}
+
+	admin := []string{"--server", server, "--token-file", adminFile}
+	var created struct{ Token, ID string }
+	if err := json.Unmarshal([]byte(mustCLI(t, append([]string{"token", "create", "--role", "writer,reader,dpo", "--memory", "default", "--json"}, admin...)...)), &created); err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokFile, []byte(created.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := []string{"--server", server, "--token-file", tokFile}
+	r := func(args ...string) []string { return append(args, remote...) }
+
+	a := strings.TrimSpace(mustCLI(t, r("add", "fact", "subject=serve-alice-31f", "relation=likes", "object=tea", "user_id=serve-u1-9c2")...))
+	if len(a) != 64 {
+		t.Fatalf("add printed %q", a)
+	}
+	mustCLI(t, r("add", "fact", "subject=serve-bob-7aa", "relation=likes", "object=jazz")...)
+	if out := mustCLI(t, r("recall", "--subject", "serve-alice-31f")...); !strings.Contains(out, a) || !strings.Contains(out, `"tea"`) {
+		t.Errorf("recall: %q", out)
+	}
+	if out := mustCLI(t, r("inspect", a)...); !strings.Contains(out, "user_id:    serve-u1-9c2") {
+		t.Errorf("inspect: %q", out)
+	}
+	b := strings.TrimSpace(mustCLI(t, r("supersede", a, "fact", "object=coffee")...))
+	if out := mustCLI(t, r("history", b)...); !strings.Contains(out, a) || !strings.Contains(out, b) {
+		t.Errorf("history: %q", out)
+	}
+	_, errs, err := cli(t, r("forget", "--subject=", "--yes")...)
+	if lethe.ErrorCode(err) != "empty_selector" {
+		t.Errorf("forget --subject=: %v %s", err, errs)
+	}
+	if out := mustCLI(t, r("forget", "--subject", "serve-alice-31f", "--yes")...); !strings.Contains(out, "forgot 2 grain(s)") {
+		t.Errorf("forget: %q", out)
+	}
+	if _, errs, err := cli(t, r("inspect", a)...); lethe.ErrorCode(err) != "not_found" {
+		t.Errorf("inspect after forget: %v %s", err, errs)
+	}
+	if out := mustCLI(t, r("forget", "--user", "serve-u1-9c2", "--yes", "--json")...); !strings.Contains(out, `"status": "not_found"`) {
+		t.Errorf("forget by user: %q", out)
+	}
+
+	// A writer is no admin; a reader-only token cannot forget.
+	if _, errs, err := cli(t, r("token", "list")...); lethe.ErrorCode(err) != "forbidden" {
+		t.Errorf("token list as writer: %v %s", err, errs)
+	}
+	// Tokens made locally on the same store work against the server.
+	local := append([]string{"--data", data}, pg...)
+	readerTok := strings.TrimSpace(mustCLI(t, append([]string{"token", "create", "--role", "reader"}, local...)...))
+	readerFile := filepath.Join(dir, "reader")
+	os.WriteFile(readerFile, []byte(readerTok), 0o600)
+	rd := []string{"--server", server, "--token-file", readerFile}
+	mustCLI(t, append([]string{"recall"}, rd...)...)
+	if _, errs, err := cli(t, append([]string{"forget", "--subject", "x", "--yes"}, rd...)...); lethe.ErrorCode(err) != "forbidden" {
+		t.Errorf("forget as reader: %v %s", err, errs)
+	}
+
+	if out := mustCLI(t, append([]string{"token", "list"}, admin...)...); !strings.Contains(out, created.ID) || !strings.Contains(out, "tok_bootstrap") {
+		t.Errorf("token list: %q", out)
+	}
+	mustCLI(t, append([]string{"token", "revoke", created.ID}, admin...)...)
+	if _, errs, err := cli(t, r("recall")...); lethe.ErrorCode(err) != "unauthorized" {
+		t.Errorf("revoked token: %v %s", err, errs)
+	}
+	if out := mustCLI(t, append([]string{"token", "list"}, local...)...); !strings.Contains(out, created.ID+"  dpo,reader,writer") || !strings.Contains(out, "revoked") {
+		t.Errorf("local token list: %q", out)
+	}
+
+	// Commands that work on the embedded store only refuse --server.
+	if _, _, err := cli(t, append([]string{"serve"}, remote...)...); err == nil {
+		t.Error("serve --server ran")
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	l := logs.String()
+	if !strings.Contains(l, `"msg":"stopped"`) {
+		t.Errorf("no stop line:\n%s", l)
+	}
+	for _, personal := range []string{"serve-alice-31f", "serve-bob-7aa", "serve-u1-9c2", created.Token, readerTok} {
+		if strings.Contains(l, personal) {
+			t.Errorf("the server log holds %q", personal)
+		}
+	}
+}
