@@ -162,3 +162,55 @@ func BenchmarkRecallBySubject(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEraseVsForget compares crypto-erasing a user holding n grains
+// (one key destroyed) with hard-deleting the same grains by user_id. Both
+// exclude the wait for log inclusion (ProofWait is 1 ns: the receipt comes
+// back pending).
+func BenchmarkEraseVsForget(b *testing.B) {
+	for name, mk := range benchStores(b) {
+		for _, n := range []int{1000, 10000, 100000} {
+			for _, op := range []string{"erase", "forget"} {
+				b.Run(fmt.Sprintf("%s/%s/%d", name, op, n), func(b *testing.B) {
+					cfg, _ := mk(b)
+					cfg.ProofWait = time.Nanosecond
+					db := openBench(b, cfg)
+					ctx := context.Background()
+					for i := 0; i < b.N; i++ {
+						b.StopTimer()
+						user := fmt.Sprintf("bench-user-%d", i)
+						for j := 0; j < n; j += 1000 {
+							batch := make([]lethe.Grain, min(1000, n-j))
+							for k := range batch {
+								batch[k] = benchGrain(j + k)
+								batch[k].UserID = user
+							}
+							if _, err := db.AddBatch(ctx, batch); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.StartTimer()
+						var count int64
+						if op == "erase" {
+							er, err := db.ForgetUser(ctx, "", user)
+							if err != nil {
+								b.Fatal(err)
+							}
+							count = er.Count
+						} else {
+							res, err := db.Forget(ctx, lethe.Selector{UserID: user})
+							if err != nil {
+								b.Fatal(err)
+							}
+							count = int64(res.Count)
+						}
+						if count != int64(n) {
+							b.Fatalf("%s removed %d grains, want %d", op, count, n)
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+				})
+			}
+		}
+	}
+}

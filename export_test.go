@@ -1,6 +1,11 @@
 package lethe
 
-import "context"
+import (
+	"context"
+
+	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/internal/store"
+)
 
 // AuditLeaves drains the outbox into the log and returns every leaf, in
 // index order. Tests use it to inspect what the audit log holds.
@@ -29,3 +34,20 @@ func (db *DB) AuditLeaves(ctx context.Context) ([][]byte, error) {
 // PauseCleaner stops the background deletion of erased rows, so tests see
 // that reads refuse erased grains whose rows still exist.
 func (db *DB) PauseCleaner() { db.cleanerPaused.Store(true) }
+
+// AppendRawEvents commits audit leaves as they are, for conformance tests
+// that feed the same stream to two logs.
+func (db *DB) AppendRawEvents(ctx context.Context, leaves [][]byte) error {
+	evs := make([]store.Event, len(leaves))
+	for i, l := range leaves {
+		pl, err := proofs.ParseLeaf(l)
+		if err != nil {
+			return err
+		}
+		evs[i] = store.Event{ID: pl.ID, Memory: pl.Memory, Type: string(pl.Type), Leaf: l}
+	}
+	if err := db.store.AppendEvents(ctx, db.now().UnixMicro(), evs); err != nil {
+		return err
+	}
+	return db.seq.Step(ctx)
+}
