@@ -8,7 +8,8 @@ import (
 )
 
 // cmdAudit runs "lethe audit key | checkpoint | entry N | proof N [--size S]
-// | proof --event ID | consistency A B" on the embedded store.
+// | proof --event ID | consistency A B" on the embedded store or, with
+// --server, through the audit routes.
 func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
 		return usagef("usage: lethe audit key | checkpoint | entry N | proof N [--size S] | proof --event ID | consistency A B")
@@ -26,13 +27,17 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 			return usagef("%q is not a log index or size", p)
 		}
 	}
-	db, err := e.open(ctx)
+	db, err := e.auditLog(ctx)
 	if err != nil {
 		return err
 	}
 	switch {
 	case args[0] == "key" && len(pos) == 0:
-		return e.jsonOrText(map[string]string{"key": db.AuditKey()}, db.AuditKey())
+		key, err := db.VerifierKey(ctx)
+		if err != nil {
+			return err
+		}
+		return e.jsonOrText(map[string]string{"key": key}, key)
 	case args[0] == "checkpoint" && len(pos) == 0:
 		note, err := db.Checkpoint(ctx)
 		if err != nil {

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
+	"github.com/lethe-io/lethe/internal/proofs"
 )
 
 // backend is what the grain commands call: the embedded store (*lethe.DB)
@@ -243,4 +245,139 @@ func (c *client) ListTokens(ctx context.Context) ([]api.TokenInfo, error) {
 func (c *client) RevokeToken(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodDelete, "/api/tokens/"+url.PathEscape(id), nil, nil)
 	return err
+}
+
+// Crypto-erasure and holds (the eraser interface of erase.go).
+
+var _ eraser = (*client)(nil)
+
+func (c *client) erase(ctx context.Context, memory, route string, req any) (*lethe.Erasure, error) {
+	var out lethe.Erasure
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(memory)+route, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) ForgetUser(ctx context.Context, memory, userID string) (*lethe.Erasure, error) {
+	return c.erase(ctx, memory, "/forget-user", api.ForgetUserRequest{UserID: &userID})
+}
+
+func (c *client) EraseScope(ctx context.Context, memory, path string) (*lethe.Erasure, error) {
+	return c.erase(ctx, memory, "/scope-erase", api.ScopeEraseRequest{Scope: &path})
+}
+
+func (c *client) EraseMemory(ctx context.Context, memory string) (*lethe.Erasure, error) {
+	if memory == "" {
+		memory = "default"
+	}
+	return c.erase(ctx, memory, "/erase", api.EraseMemoryRequest{Confirm: memory})
+}
+
+func (c *client) SetHold(ctx context.Context, spec lethe.HoldSpec) (*lethe.Hold, error) {
+	var req api.HoldRequest
+	if spec.Scope != "" {
+		req.Scope = &spec.Scope
+	}
+	if spec.UserID != "" || spec.Scope == "" {
+		req.UserID = &spec.UserID
+	}
+	var out lethe.Hold
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(spec.Memory)+"/holds", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) ReleaseHold(ctx context.Context, memory, id string) error {
+	_, err := c.do(ctx, http.MethodDelete, memoryPath(memory)+"/holds/"+url.PathEscape(id), nil, nil)
+	return err
+}
+
+func (c *client) Holds(ctx context.Context, memory string) ([]lethe.Hold, error) {
+	var out api.HoldList
+	if _, err := c.do(ctx, http.MethodGet, memoryPath(memory)+"/holds", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Holds, nil
+}
+
+// The audit log (the auditLog interface "lethe audit" calls).
+
+// auditLog is what "lethe audit" calls: the embedded store (through
+// localAudit) or a server.
+type auditLog interface {
+	VerifierKey(ctx context.Context) (string, error)
+	Checkpoint(ctx context.Context) ([]byte, error)
+	AuditEntry(ctx context.Context, index uint64) (*lethe.AuditEntry, error)
+	Proof(ctx context.Context, index, size uint64) (*lethe.Proof, error)
+	ProofByEvent(ctx context.Context, eventID string) (*lethe.Proof, error)
+	Consistency(ctx context.Context, from, to uint64) (*proofs.ConsistencyProof, error)
+}
+
+var (
+	_ auditLog = localAudit{}
+	_ auditLog = (*client)(nil)
+)
+
+// localAudit is the embedded store as an auditLog.
+type localAudit struct{ *lethe.DB }
+
+func (l localAudit) VerifierKey(context.Context) (string, error) { return l.AuditKey(), nil }
+
+// auditLog returns the audit log the global flags name.
+func (e *env) auditLog(ctx context.Context) (auditLog, error) {
+	if e.server == "" {
+		db, err := e.open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return localAudit{db}, nil
+	}
+	return e.client()
+}
+
+func (c *client) VerifierKey(ctx context.Context) (string, error) {
+	var out api.AuditKeyResponse
+	_, err := c.do(ctx, http.MethodGet, "/api/audit/key", nil, &out)
+	return out.Key, err
+}
+
+func (c *client) Checkpoint(ctx context.Context) ([]byte, error) {
+	var out []byte
+	_, err := c.do(ctx, http.MethodGet, "/api/audit/checkpoint", nil, &out)
+	return out, err
+}
+
+func (c *client) AuditEntry(ctx context.Context, index uint64) (*lethe.AuditEntry, error) {
+	var out lethe.AuditEntry
+	if _, err := c.do(ctx, http.MethodGet, "/api/audit/entries/"+strconv.FormatUint(index, 10), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) proof(ctx context.Context, query url.Values) (*lethe.Proof, error) {
+	var out []byte
+	if _, err := c.do(ctx, http.MethodGet, "/api/audit/proof?"+query.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return proofs.ParseProof(out)
+}
+
+func (c *client) Proof(ctx context.Context, index, size uint64) (*lethe.Proof, error) {
+	return c.proof(ctx, url.Values{"index": {strconv.FormatUint(index, 10)}, "size": {strconv.FormatUint(size, 10)}})
+}
+
+func (c *client) ProofByEvent(ctx context.Context, eventID string) (*lethe.Proof, error) {
+	return c.proof(ctx, url.Values{"event": {eventID}})
+}
+
+func (c *client) Consistency(ctx context.Context, from, to uint64) (*proofs.ConsistencyProof, error) {
+	var out []byte
+	q := url.Values{"from": {strconv.FormatUint(from, 10)}, "to": {strconv.FormatUint(to, 10)}}
+	if _, err := c.do(ctx, http.MethodGet, "/api/audit/consistency?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return proofs.ParseConsistencyProof(out)
 }

@@ -169,12 +169,17 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 // stop accepting, finish in-flight requests (bounded), close the store
 // (which drains the audit outbox).
 func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.Logger) error {
-	db, err := lethe.Open(ctx, lethe.Config{
+	lcfg := lethe.Config{
 		DataDir: cfg.Data, PostgresDSN: cfg.Postgres, Logger: logger,
 		AuditKeyFile: cfg.Audit.KeyFile, AuditOrigin: cfg.Audit.Origin,
 		TrillianAddr: cfg.Audit.TrillianAddr, TrillianTreeID: cfg.Audit.TrillianTreeID,
 		ProofWait: time.Duration(cfg.Audit.ProofWait),
-	})
+	}
+	// Vault and Trillian from the environment, as for every command.
+	if err := storeEnv(&lcfg); err != nil {
+		return err
+	}
+	db, err := lethe.Open(ctx, lcfg)
 	if err != nil {
 		return err
 	}

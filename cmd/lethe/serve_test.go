@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -151,6 +152,43 @@ func testServe(t *testing.T, pg []string) {
 		t.Errorf("forget by user: %q", out)
 	}
 
+	// Crypto-erasure, holds and the audit log through the server; the
+	// proof verifies offline.
+	mustCLI(t, r("add", "fact", "subject=serve-carol-5d1", "user_id=serve-u2-e07", "scope=case/a")...)
+	hold := strings.TrimSpace(mustCLI(t, r("hold", "set", "--scope", "case")...))
+	if out := mustCLI(t, r("hold", "list")...); !strings.Contains(out, hold+" scope case") {
+		t.Errorf("hold list: %q", out)
+	}
+	if _, _, err := cli(t, r("forget", "scope", "case/a", "--yes")...); lethe.ErrorCode(err) != "held" {
+		t.Errorf("erase under a hold: %v", err)
+	}
+	mustCLI(t, r("hold", "release", hold)...)
+	proof, errs, err := cli(t, r("forget", "user", "serve-u2-e07", "--yes")...)
+	if err != nil || !strings.Contains(errs, "erased 1 grain(s)") {
+		t.Fatalf("forget user: %v %s", err, errs)
+	}
+	nonce := regexpFind(t, `subject nonce: ([0-9a-f]{64})`, errs)
+	event := regexpFind(t, `event: +([0-9a-f]+)`, errs)
+	key := strings.TrimSpace(mustCLI(t, append([]string{"audit", "key"}, admin...)...))
+	proofFile := filepath.Join(dir, "proof.json")
+	os.WriteFile(proofFile, []byte(proof), 0o644)
+	mustCLI(t, "verify", proofFile, "--log-key", key, "--subject", "serve-u2-e07", "--nonce", nonce)
+	if _, _, err := cli(t, "verify", proofFile, "--log-key", key, "--subject", "someone-else", "--nonce", nonce); err == nil {
+		t.Error("the proof verifies for another subject")
+	}
+	again := mustCLI(t, append([]string{"audit", "proof", "--event", event}, admin...)...)
+	if !strings.Contains(again, event) {
+		t.Errorf("audit proof --event: %q", again)
+	}
+	if out := mustCLI(t, append([]string{"audit", "checkpoint"}, admin...)...); !strings.Contains(out, "\n\n") {
+		t.Errorf("audit checkpoint: %q", out)
+	}
+	mustCLI(t, append([]string{"audit", "entry", "0"}, admin...)...)
+	mustCLI(t, append([]string{"audit", "consistency", "1", "2"}, admin...)...)
+	if _, _, err := cli(t, r("audit", "key")...); lethe.ErrorCode(err) != "forbidden" {
+		t.Errorf("audit key as writer: %v", err)
+	}
+
 	// A writer is no admin; a reader-only token cannot forget.
 	if _, errs, err := cli(t, r("token", "list")...); lethe.ErrorCode(err) != "forbidden" {
 		t.Errorf("token list as writer: %v %s", err, errs)
@@ -200,4 +238,13 @@ func testServe(t *testing.T, pg []string) {
 			t.Errorf("the server log holds %q", personal)
 		}
 	}
+}
+
+func regexpFind(t *testing.T, pattern, s string) string {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(s)
+	if m == nil {
+		t.Fatalf("%q not in %q", pattern, s)
+	}
+	return m[1]
 }

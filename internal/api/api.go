@@ -5,7 +5,8 @@
 // # Routes
 //
 // Grain routes live under /api/memories/{memory}/ (grains, recall,
-// grains/{hash}, grains/{hash}/history, supersede, forget); the audit
+// grains/{hash}, grains/{hash}/history, supersede, forget, forget-user,
+// scope-erase, erase, holds); the audit
 // log's key, checkpoints, entries and proofs under /api/audit/; token
 // management under /api/tokens; /healthz, /readyz, /metrics and
 // /openapi.json are unauthenticated. The document served at /openapi.json
@@ -52,6 +53,7 @@ type Library interface {
 	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
 	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
 	Auditor
+	Eraser
 }
 
 var _ Library = (*lethe.DB)(nil)
@@ -164,6 +166,12 @@ func (s *Server) routes() *gin.Engine {
 	m.GET("/grains/:hash", s.allow(auth.Reader), s.getGrain)
 	m.GET("/grains/:hash/history", s.allow(auth.Reader), s.history)
 	m.POST("/forget", s.allow(auth.DPO), s.forget)
+	m.POST("/forget-user", s.allow(auth.DPO), s.forgetUser)
+	m.POST("/scope-erase", s.allow(auth.DPO), s.scopeErase)
+	m.POST("/erase", s.allow(auth.DPO), s.eraseMemory)
+	m.GET("/holds", s.allow(auth.DPO), s.listHolds)
+	m.POST("/holds", s.allow(auth.DPO), s.setHold)
+	m.DELETE("/holds/:id", s.allow(auth.DPO), s.releaseHold)
 
 	a := api.Group("/audit")
 	a.GET("/key", s.allow(auth.Auditor), s.auditKey)

@@ -209,6 +209,7 @@ func TestAPI(t *testing.T) {
 		t.Run("scopes", func(t *testing.T) { f.t = t; testScopes(f) })
 		t.Run("bad_input", func(t *testing.T) { f.t = t; testBadInput(f) })
 		t.Run("tokens", func(t *testing.T) { f.t = t; testTokens(f) })
+		t.Run("erasure", func(t *testing.T) { f.t = t; testErasure(f) })
 		t.Run("audit", func(t *testing.T) { f.t = t; testAudit(f) })
 		t.Run("access_log", func(t *testing.T) { f.t = t; testAccessLog(f) })
 	})
@@ -384,6 +385,12 @@ func testRoles(f *fixture) {
 		{"get", "GET", "/api/memories/default/grains/" + zero, nil, []auth.Role{auth.Reader}},
 		{"history", "GET", "/api/memories/default/grains/" + zero + "/history", nil, []auth.Role{auth.Reader}},
 		{"forget", "POST", "/api/memories/default/forget", map[string]any{"blob_hash": zero}, []auth.Role{auth.DPO}},
+		{"forget-user", "POST", "/api/memories/default/forget-user", map[string]any{"user_id": "nobody"}, []auth.Role{auth.DPO}},
+		{"scope-erase", "POST", "/api/memories/default/scope-erase", map[string]any{"scope": "nothing/here"}, []auth.Role{auth.DPO}},
+		{"erase", "POST", "/api/memories/default/erase", map[string]any{"confirm": "not-this-one"}, []auth.Role{auth.DPO}},
+		{"list holds", "GET", "/api/memories/default/holds", nil, []auth.Role{auth.DPO}},
+		{"set hold", "POST", "/api/memories/default/holds", map[string]any{"scope": "role-check"}, []auth.Role{auth.DPO}},
+		{"release hold", "DELETE", "/api/memories/default/holds/" + strings.Repeat("0", 32), nil, []auth.Role{auth.DPO}},
 		{"audit key", "GET", "/api/audit/key", nil, []auth.Role{auth.Auditor}},
 		{"audit checkpoint", "GET", "/api/audit/checkpoint", nil, []auth.Role{auth.Auditor}},
 		{"audit entry", "GET", "/api/audit/entries/0", nil, []auth.Role{auth.Auditor}},
@@ -766,4 +773,122 @@ func TestDeadlineIs504(t *testing.T) {
 	f := newFixture(t, sqliteBackend, func(c *api.Config) { c.RequestTimeout = time.Nanosecond })
 	a := f.call(f.token("reader", []string{"*"}), "POST", "/api/memories/default/recall", api.RecallRequest{})
 	f.want(a, 504, "deadline_exceeded")
+}
+
+func testErasure(f *fixture) {
+	admin := f.token("admin", []string{"*"})
+	base := "/api/memories/er"
+	u1 := f.add(admin, "er", api.GrainInput{Type: "fact", Subject: alice, UserID: userU1, Scope: "a/b"})
+	u1b := f.add(admin, "er", api.GrainInput{Type: "fact", Subject: alice, Object: "2", UserID: userU1, Scope: "c"})
+	other := f.add(admin, "er", api.GrainInput{Type: "fact", Subject: bob, UserID: userU2, Scope: "c"})
+
+	for _, body := range []string{`{}`, `{"user_id":""}`, `{"user_id":"  "}`} {
+		f.want(f.call(admin, "POST", base+"/forget-user", body), 400, "empty_selector")
+	}
+	f.want(f.call(admin, "POST", base+"/forget-user", `{"user":"x"}`), 400, "invalid_argument")
+	a := f.call(admin, "POST", base+"/forget-user", map[string]any{"user_id": userU1})
+	f.want(a, 200, "")
+	var er lethe.Erasure
+	a.decode(f.t, &er)
+	if er.Count != 2 || er.KeyFingerprint == "" || er.Receipt == nil || er.Proof == nil {
+		f.t.Fatalf("forget-user: %s", a.body)
+	}
+	key := f.auditKey(admin)
+	nonce, _ := hex.DecodeString(er.SubjectNonce)
+	if _, err := proofs.Verify(er.Proof, proofs.VerifyOptions{LogKey: key, Subject: userU1, Nonce: nonce}); err != nil {
+		f.t.Errorf("forget-user proof: %v", err)
+	}
+	for _, h := range []string{u1, u1b} {
+		if a := f.call(admin, "GET", base+"/grains/"+h, nil); a.status != 404 && a.status != 410 {
+			f.t.Errorf("erased grain: %d %s", a.status, a.body)
+		}
+	}
+	f.want(f.call(admin, "GET", base+"/grains/"+other, nil), 200, "")
+	f.want(f.call(admin, "POST", "/api/memories/er-none/forget-user", map[string]any{"user_id": userU1}), 404, "not_found")
+
+	// Scope erase.
+	for _, body := range []string{`{}`, `{"scope":""}`, `{"scope":"/"}`} {
+		f.want(f.call(admin, "POST", base+"/scope-erase", body), 400, "empty_selector")
+	}
+	f.want(f.call(admin, "POST", base+"/scope-erase", `{"scope":"a//b"}`), 400, "invalid_scope")
+	a = f.call(admin, "POST", base+"/scope-erase", map[string]any{"scope": "c"})
+	f.want(a, 200, "")
+	a.decode(f.t, &er)
+	if er.Count != 1 || er.Proof == nil {
+		f.t.Errorf("scope-erase: %s", a.body)
+	}
+
+	// Holds: a held scope or user refuses destruction with 423.
+	a = f.call(admin, "POST", base+"/holds", map[string]any{"scope": "legal"})
+	f.want(a, 201, "")
+	var hold lethe.Hold
+	a.decode(f.t, &hold)
+	a = f.call(admin, "POST", base+"/holds", map[string]any{"user_id": userU2})
+	f.want(a, 201, "")
+	var uhold lethe.Hold
+	a.decode(f.t, &uhold)
+	if strings.Contains(string(a.body), userU2) {
+		f.t.Error("a hold names its user")
+	}
+	f.want(f.call(admin, "POST", base+"/holds", `{}`), 400, "empty_selector")
+	f.want(f.call(admin, "POST", base+"/holds", `{"scope":""}`), 400, "empty_selector")
+	f.want(f.call(admin, "POST", base+"/holds", `{"scope":"x","user_id":"y"}`), 400, "invalid_argument")
+	held := f.add(admin, "er", api.GrainInput{Type: "fact", Subject: "held-grain", Scope: "legal/case1"})
+	f.add(admin, "er", api.GrainInput{Type: "fact", Subject: "held-user-grain", UserID: userU2, Scope: "d"})
+	f.want(f.call(admin, "POST", base+"/scope-erase", map[string]any{"scope": "legal"}), 423, "held")
+	f.want(f.call(admin, "POST", base+"/forget-user", map[string]any{"user_id": userU2}), 423, "held")
+	f.want(f.call(admin, "POST", base+"/forget", map[string]any{"blob_hash": held}), 423, "held")
+	a = f.call(admin, "GET", base+"/holds", nil)
+	var holds api.HoldList
+	a.decode(f.t, &holds)
+	if len(holds.Holds) != 2 {
+		f.t.Errorf("holds: %s", a.body)
+	}
+	f.want(f.call(admin, "DELETE", base+"/holds/"+hold.ID, nil), 204, "")
+	f.want(f.call(admin, "DELETE", base+"/holds/"+uhold.ID, nil), 204, "")
+	f.want(f.call(admin, "DELETE", base+"/holds/not-an-id", nil), 400, "invalid_argument")
+	f.want(f.call(admin, "POST", base+"/scope-erase", map[string]any{"scope": "legal"}), 200, "")
+
+	// A scope-limited DPO.
+	dpo := f.token("dpo", []string{"er"}, "mine")
+	f.want(f.call(dpo, "POST", base+"/forget-user", map[string]any{"user_id": userU2}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/scope-erase", map[string]any{"scope": "d"}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/erase", map[string]any{"confirm": "er"}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/holds", map[string]any{"user_id": userU2}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/holds", map[string]any{"scope": "d"}), 403, "forbidden")
+	a = f.call(admin, "POST", base+"/holds", map[string]any{"scope": "d"})
+	a.decode(f.t, &hold)
+	f.want(f.call(dpo, "DELETE", base+"/holds/"+hold.ID, nil), 403, "forbidden")
+	a = f.call(dpo, "POST", base+"/holds", map[string]any{"scope": "mine/x"})
+	f.want(a, 201, "")
+	var mine lethe.Hold
+	a.decode(f.t, &mine)
+	a = f.call(dpo, "GET", base+"/holds", nil)
+	a.decode(f.t, &holds)
+	if len(holds.Holds) != 1 || holds.Holds[0].ID != mine.ID {
+		f.t.Errorf("scoped hold list: %s", a.body)
+	}
+	f.want(f.call(dpo, "DELETE", base+"/holds/"+mine.ID, nil), 204, "")
+	f.add(admin, "er", api.GrainInput{Type: "fact", Subject: "m", Scope: "mine/y"})
+	f.want(f.call(dpo, "POST", base+"/scope-erase", map[string]any{"scope": "mine/y"}), 200, "")
+	f.want(f.call(admin, "DELETE", base+"/holds/"+hold.ID, nil), 204, "")
+
+	// The whole memory.
+	f.want(f.call(admin, "POST", base+"/erase", map[string]any{"confirm": "wrong"}), 400, "invalid_argument")
+	f.want(f.call(admin, "POST", base+"/erase", `{}`), 400, "invalid_argument")
+	a = f.call(admin, "POST", base+"/erase", map[string]any{"confirm": "er"})
+	f.want(a, 200, "")
+	a = f.call(admin, "POST", base+"/recall", api.RecallRequest{})
+	var page lethe.Page
+	a.decode(f.t, &page)
+	if a.status != 200 || len(page.Grains) != 0 {
+		f.t.Errorf("recall after erasing the memory: %d %s", a.status, a.body)
+	}
+}
+
+func (f *fixture) auditKey(token string) string {
+	f.t.Helper()
+	var key api.AuditKeyResponse
+	f.call(token, "GET", "/api/audit/key", nil).decode(f.t, &key)
+	return key.Key
 }

@@ -189,3 +189,36 @@ type TokenCreated struct {
 type TokenList struct {
 	Tokens []TokenInfo `json:"tokens"`
 }
+
+// ForgetUserRequest is the body of POST .../forget-user.
+type ForgetUserRequest struct {
+	UserID *string `json:"user_id"`
+}
+
+// ScopeEraseRequest is the body of POST .../scope-erase.
+type ScopeEraseRequest struct {
+	Scope *string `json:"scope"`
+}
+
+// EraseMemoryRequest is the body of POST .../erase: Confirm must repeat
+// the memory's name.
+type EraseMemoryRequest struct {
+	Confirm string `json:"confirm"`
+}
+
+// ErasureResponse answers a crypto-erasure: the count of grains made
+// unreadable, the destroyed key's fingerprint, the time, and the audit
+// receipt with its proof.
+type ErasureResponse = lethe.Erasure
+
+// HoldRequest is the body of POST .../holds: exactly one of scope or
+// user_id.
+type HoldRequest struct {
+	Scope  *string `json:"scope,omitempty"`
+	UserID *string `json:"user_id,omitempty"`
+}
+
+// HoldList answers GET .../holds.
+type HoldList struct {
+	Holds []lethe.Hold `json:"holds"`
+}
