@@ -1,0 +1,405 @@
+// Command lethe-load drives a running lethe server with a bounded load and
+// reports throughput and latency percentiles per operation.
+//
+//	lethe-load --server http://127.0.0.1:8080 --token-file admin.token [--grains 100000]
+//
+// Phases, in order, each bounded by its count and all by --duration:
+//
+//  1. add: --grains grains in batches of --batch, by --concurrency workers;
+//  2. recall: --recalls queries by subject (limit 10);
+//  3. get: --gets lookups by hash;
+//  4. forget: --forgets hard deletes by hash;
+//  5. erase: --erasures crypto-erasures of users (forget-user).
+//
+// The token needs the writer, reader and dpo roles on the memory (an admin
+// token will do). Every grain goes to one fresh memory (load-<random>
+// unless --memory names one). The server must be on a loopback address
+// unless --allow-remote is given: this is a load generator.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/api"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lethe-load: %v\n", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `Usage: lethe-load --server URL --token-file FILE [flags]
+
+Flags:
+  --server URL        the lethe server (default http://127.0.0.1:8080; loopback only)
+  --token-file FILE   a token with writer, reader and dpo on the memory (required)
+  --memory M          the memory to load (default load-<random>)
+  --grains N          grains to add (default 100000)
+  --batch B           grains per add request (default 1000)
+  --concurrency C     concurrent requests (default 4)
+  --recalls N         recall queries (default 10000)
+  --gets N            grain lookups by hash (default 2000)
+  --forgets N         forgets by hash (default 1000)
+  --erasures N        forget-user erasures (default 20)
+  --users N           distinct user ids among the grains (default 1000)
+  --duration D        overall time bound (default 10m)
+  --json              machine-readable report
+  --allow-remote      allow a server that is not on a loopback address
+`
+
+type config struct {
+	server, tokenFile, memory               string
+	grains, batch, concurrency              int
+	recalls, gets, forgets, erasures, users int
+	duration                                time.Duration
+	json, allowRemote                       bool
+	token                                   string
+	hc                                      *http.Client
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("lethe-load", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c config
+	fs.StringVar(&c.server, "server", "http://127.0.0.1:8080", "")
+	fs.StringVar(&c.tokenFile, "token-file", os.Getenv("LETHE_TOKEN_FILE"), "")
+	fs.StringVar(&c.memory, "memory", "", "")
+	fs.IntVar(&c.grains, "grains", 100000, "")
+	fs.IntVar(&c.batch, "batch", 1000, "")
+	fs.IntVar(&c.concurrency, "concurrency", 4, "")
+	fs.IntVar(&c.recalls, "recalls", 10000, "")
+	fs.IntVar(&c.gets, "gets", 2000, "")
+	fs.IntVar(&c.forgets, "forgets", 1000, "")
+	fs.IntVar(&c.erasures, "erasures", 20, "")
+	fs.IntVar(&c.users, "users", 1000, "")
+	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "")
+	fs.BoolVar(&c.json, "json", false, "")
+	fs.BoolVar(&c.allowRemote, "allow-remote", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	if err := c.check(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.duration)
+	defer cancel()
+	r, err := c.load(ctx)
+	if err != nil {
+		return err
+	}
+	return r.print(stdout, c.json)
+}
+
+func (c *config) check() error {
+	switch {
+	case c.tokenFile == "":
+		return fmt.Errorf("%w: --token-file is required", errUsage)
+	case c.grains < 1 || c.batch < 1 || c.batch > 10000 || c.concurrency < 1 || c.concurrency > 256:
+		return fmt.Errorf("%w: need --grains >= 1, --batch in [1,10000], --concurrency in [1,256]", errUsage)
+	case c.users < 1 || c.recalls < 0 || c.gets < 0 || c.forgets < 0 || c.erasures < 0:
+		return fmt.Errorf("%w: counts must not be negative (and --users >= 1)", errUsage)
+	case c.forgets+c.erasures > c.grains:
+		return fmt.Errorf("%w: --forgets + --erasures exceed --grains", errUsage)
+	}
+	u, err := url.Parse(c.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: --server: want an http:// or https:// URL", errUsage)
+	}
+	if !c.allowRemote && !loopback(u.Hostname()) {
+		return fmt.Errorf("%w: --server %s is not a loopback address (use --allow-remote to load another host)", errUsage, u.Hostname())
+	}
+	c.server = strings.TrimRight(u.String(), "/")
+	b, err := os.ReadFile(c.tokenFile)
+	if err != nil {
+		return fmt.Errorf("read token file: %w", err)
+	}
+	c.token = strings.TrimSpace(string(b))
+	if c.memory == "" {
+		var r [4]byte
+		rand.Read(r[:])
+		c.memory = "load-" + hex.EncodeToString(r[:])
+	}
+	c.hc = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		MaxIdleConns: c.concurrency * 2, MaxIdleConnsPerHost: c.concurrency * 2, IdleConnTimeout: time.Minute}}
+	return nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// phase is one operation's measurements.
+type phase struct {
+	Name       string        `json:"name"`
+	Requests   int           `json:"requests"`
+	Items      int           `json:"items"`
+	Errors     int           `json:"errors"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	PerSecond  float64       `json:"items_per_second"`
+	P50        time.Duration `json:"p50_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	Max        time.Duration `json:"max_ns"`
+	FirstError string        `json:"first_error,omitempty"`
+	latencies  []time.Duration
+}
+
+type report struct {
+	Server      string   `json:"server"`
+	Memory      string   `json:"memory"`
+	Concurrency int      `json:"concurrency"`
+	Phases      []*phase `json:"phases"`
+}
+
+func (r *report) print(w io.Writer, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "server %s, memory %s, concurrency %d\n", r.Server, r.Memory, r.Concurrency)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\trequests\titems\terrors\telapsed\titems/s\tp50\tp99\tmax\t")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t\n", p.Name, p.Requests, p.Items, p.Errors,
+			p.Elapsed.Seconds(), p.PerSecond, ms(p.P50), ms(p.P99), ms(p.Max))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range r.Phases {
+		if p.FirstError != "" {
+			fmt.Fprintf(w, "%s: first error: %s\n", p.Name, p.FirstError)
+		}
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// work runs n jobs on the workers and measures each job's latency. A job
+// returns the items it handled.
+func (c *config) work(ctx context.Context, name string, n int, job func(ctx context.Context, i int) (int, error)) *phase {
+	p := &phase{Name: name, latencies: make([]time.Duration, 0, n)}
+	var mu sync.Mutex
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range c.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				items, err := job(ctx, i)
+				lat := time.Since(t0)
+				mu.Lock()
+				p.Requests++
+				p.latencies = append(p.latencies, lat)
+				if err != nil {
+					p.Errors++
+					if p.FirstError == "" {
+						p.FirstError = err.Error()
+					}
+				} else {
+					p.Items += items
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	p.Elapsed = time.Since(start)
+	if p.Elapsed > 0 {
+		p.PerSecond = float64(p.Items) / p.Elapsed.Seconds()
+	}
+	slices.Sort(p.latencies)
+	p.P50, p.P99 = percentile(p.latencies, 0.50), percentile(p.latencies, 0.99)
+	if len(p.latencies) > 0 {
+		p.Max = p.latencies[len(p.latencies)-1]
+	}
+	return p
+}
+
+// percentile returns the q-quantile of sorted (nearest rank).
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// grain returns the i-th synthetic grain. Values are synthetic: nothing
+// personal travels, but the shapes match real use (a triple, a user, a
+// scope, a tag).
+func (c *config) grain(i int) api.GrainInput {
+	return api.GrainInput{
+		Type: "fact", Subject: fmt.Sprintf("subject-%d", i%(c.grains/10+1)), Relation: fmt.Sprintf("rel-%d", i%20),
+		Object: fmt.Sprintf("object-%d", i), UserID: fmt.Sprintf("user-%d", i%c.users),
+		Scope: fmt.Sprintf("load/s%d", i%8), Tags: []string{fmt.Sprintf("t%d", i%50)}, Importance: 0.5,
+	}
+}
+
+func (c *config) load(ctx context.Context) (*report, error) {
+	r := &report{Server: c.server, Memory: c.memory, Concurrency: c.concurrency}
+	base := "/api/memories/" + c.memory
+
+	batches := (c.grains + c.batch - 1) / c.batch
+	hashes := make([][]string, batches)
+	add := c.work(ctx, "add (batch)", batches, func(ctx context.Context, b int) (int, error) {
+		lo, hi := b*c.batch, min((b+1)*c.batch, c.grains)
+		req := api.AddBatchRequest{Grains: make([]api.GrainInput, 0, hi-lo)}
+		for i := lo; i < hi; i++ {
+			req.Grains = append(req.Grains, c.grain(i))
+		}
+		var out api.AddBatchResponse
+		if err := c.call(ctx, http.MethodPost, base+"/grains", req, &out, http.StatusCreated); err != nil {
+			return 0, err
+		}
+		hashes[b] = out.Hashes
+		return len(out.Hashes), nil
+	})
+	r.Phases = append(r.Phases, add)
+	var all []string
+	for _, hs := range hashes {
+		all = append(all, hs...)
+	}
+	if len(all) == 0 {
+		return r, fmt.Errorf("no grain was added: %s", add.FirstError)
+	}
+
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	subjects := make([]string, c.recalls)
+	for i := range subjects {
+		subjects[i] = c.grain(rng.IntN(len(all))).Subject
+	}
+	r.Phases = append(r.Phases, c.work(ctx, "recall", c.recalls, func(ctx context.Context, i int) (int, error) {
+		var page struct {
+			Grains []json.RawMessage `json:"grains"`
+		}
+		err := c.call(ctx, http.MethodPost, base+"/recall", api.RecallRequest{Subject: subjects[i], Limit: 10}, &page, http.StatusOK)
+		if err == nil && len(page.Grains) == 0 {
+			err = errors.New("recall found nothing")
+		}
+		return 1, err
+	}))
+
+	r.Phases = append(r.Phases, c.work(ctx, "get", c.gets, func(ctx context.Context, i int) (int, error) {
+		return 1, c.call(ctx, http.MethodGet, base+"/grains/"+all[(i*7919)%len(all)], nil, nil, http.StatusOK)
+	}))
+
+	// Forget grains of users that are not erased below.
+	var victims []string
+	for i := len(all) - 1; i >= 0 && len(victims) < c.forgets; i-- {
+		if i%c.users >= c.erasures {
+			victims = append(victims, all[i])
+		}
+	}
+	r.Phases = append(r.Phases, c.work(ctx, "forget (hash)", len(victims), func(ctx context.Context, i int) (int, error) {
+		var out struct {
+			Count int `json:"count"`
+		}
+		err := c.call(ctx, http.MethodPost, base+"/forget", api.ForgetRequest{BlobHash: &victims[i]}, &out, http.StatusOK, http.StatusAccepted)
+		return out.Count, err
+	}))
+
+	r.Phases = append(r.Phases, c.work(ctx, "erase (user)", min(c.erasures, c.users), func(ctx context.Context, i int) (int, error) {
+		user := fmt.Sprintf("user-%d", i)
+		var out struct {
+			Count int `json:"count"`
+		}
+		err := c.call(ctx, http.MethodPost, base+"/forget-user", api.ForgetUserRequest{UserID: &user}, &out, http.StatusOK, http.StatusAccepted)
+		return out.Count, err
+	}))
+	if ctx.Err() != nil {
+		return r, fmt.Errorf("stopped by --duration or a signal: the report is partial")
+	}
+	return r, nil
+}
+
+// call sends in as JSON and decodes the answer into out; any status other
+// than ok is an error carrying the server's code.
+func (c *config) call(ctx context.Context, method, path string, in, out any, ok ...int) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.server+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(ok, resp.StatusCode) {
+		var e api.ErrorResponse
+		json.Unmarshal(b, &e)
+		return fmt.Errorf("%s %s: HTTP %d %s: %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, e.Code, e.Message)
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
