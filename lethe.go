@@ -97,6 +97,18 @@ type Config struct {
 	// checkpoint to cover its event before returning a pending receipt
 	// (default 2s).
 	ProofWait time.Duration
+
+	// Policy is the forgetting policy (default DefaultPolicy()): decay
+	// purge, archive ladder, retrieval-time decay, risk sweep, protection
+	// and auto-pin rules. Open validates it.
+	Policy *Policy
+	// Summarizer compresses grains in the risk sweep (default: keep the
+	// triple, drop the content).
+	Summarizer Summarizer
+	// Schedule starts the policy scheduler (see DB.RunPolicies) and the
+	// ladder's write and recall triggers; without it policies run only when
+	// called.
+	Schedule bool
 }
 
 // DB is an open lethe store. It is safe for concurrent use.
@@ -118,6 +130,8 @@ type DB struct {
 	epochs        epochs
 	cleanKick     chan struct{}
 	cleanerPaused atomic.Bool
+
+	forget *forgetter
 }
 
 // ErrClosed is returned by calls on a closed DB.
@@ -179,6 +193,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		db.runCleaner(cctx)
 	}()
 	db.closers = append([]func() error{func() error { cancel(); <-done; return nil }}, db.closers...)
+	if err := db.openForgetting(ctx, &cfg); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return db, nil
 }
 
@@ -257,6 +275,9 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 			db.ring.Purge()
 			continue
 		}
+		if err == nil {
+			db.afterWrite(batch[0].Memory)
+		}
 		return hs, err
 	}
 }
@@ -313,6 +334,7 @@ func (db *DB) prepare(g *Grain, now time.Time) error {
 	g.CreatedAt = g.CreatedAt.UTC().Truncate(time.Microsecond)
 	g.Hash, g.SupersededBy, g.Archived = "", "", false
 	g.LastRetrievedAt, g.RetrievalCount = nil, 0
+	db.autoPin(g)
 	return g.Validate()
 }
 
@@ -389,14 +411,20 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 	return db.open(ctx, r)
 }
 
-// Page is one page of recall results, newest first. Next, when not empty,
+// Page is one page of recall results: newest first for a listing (no
+// filter), else ranked (see Recall). Next, when not empty,
 // is the Cursor of the following page.
 type Page struct {
 	Grains []Grain `json:"grains"`
 	Next   string  `json:"next,omitempty"`
 }
 
-// Recall returns the grains matching q, newest first, one page at a time.
+// Recall returns the grains matching q one page at a time. Pages follow
+// the grains newest first, so cursors are stable; within a page, a query
+// with any filter is ranked by relevance (1 for every exact match) times
+// the retrieval-time decay score, highest first. Recall records the
+// retrieval of what it returns (last_retrieved_at, retrieval_count, a
+// salience bump) in the background, without delaying the answer.
 func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	q.Normalize()
 	if err := q.Validate(); err != nil {
@@ -435,6 +463,7 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	if len(rows) == q.Limit {
 		page.Next = strconv.FormatInt(rows[len(rows)-1].ID, 10)
 	}
+	db.afterRecall(&q, page.Grains)
 	return page, nil
 }
 
@@ -586,9 +615,16 @@ type ForgetResult struct {
 
 // Forget hard-deletes the selected grains, every version of their chains,
 // and their index entries, in one transaction. A version chain is one fact:
-// forgetting any version forgets them all.
+// forgetting any version forgets them all. A forget by hash or hashes of a
+// grain a protection rule of the policy keeps (pinned, a protected type,
+// high importance) refuses with code protected, a reason and a hint, and
+// the refusal is audited; see ForceForget.
 func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 	if err := sel.Validate(); err != nil {
+		return nil, err
+	}
+	override, err := db.checkProtected(ctx, &sel)
+	if err != nil {
 		return nil, err
 	}
 	// Forgetting by subject or user commits to what was named, so the caller
@@ -608,12 +644,14 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 		ev, err := db.event(ctx, proofs.EventGrainForget, sel.Memory, func(l *proofs.Leaf) {
 			setHashes(l, d.Hashes)
 			l.Commitment = commitment
+			if override {
+				l.Reason = "protection_override"
+			}
 		})
 		leaf, eventID = ev.Leaf, ev.ID
 		return db.now().UnixMicro(), []store.Event{ev}, err
 	}
 	var del *store.Deletion
-	var err error
 	switch {
 	case sel.Hash != "":
 		if _, err := db.store.GrainByHash(ctx, sel.Memory, sel.Hash); err != nil {

@@ -1,0 +1,637 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"hash/fnv"
+	"sort"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// What forgetting policies need of the store: scans of the operational
+// columns only (never the blob, never a token), and bulk changes that
+// commit with their audit events and honour legal holds.
+
+// OpRow is the operational columns of one grain row: what forgetting
+// policies read. It holds no personal data: no blob, no blind token; the
+// user reference is only compared with holds.
+type OpRow struct {
+	ID              int64
+	Hash            string
+	Type            string
+	Namespace       string
+	Scope           string
+	Importance      float64
+	Salience        float64
+	Pinned          bool
+	Archived        bool
+	CreatedUS       int64
+	LastRetrievedUS int64
+	RetrievalCount  int64
+	Supersedes      string
+	SupersededBy    string
+	UserRef         []byte
+}
+
+const opColumns = "id, hash, type, namespace, scope, importance, salience, pinned, archived, created_us, " +
+	"last_retrieved_us, retrieval_count, supersedes, superseded_by, user_ref"
+
+func scanOps(rows *sql.Rows) ([]OpRow, error) {
+	defer rows.Close()
+	var out []OpRow
+	for rows.Next() {
+		var r OpRow
+		if err := rows.Scan(&r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
+			&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserRef); err != nil {
+			return nil, translate(err, "read grains")
+		}
+		out = append(out, r)
+	}
+	return out, translate(rows.Err(), "read grains")
+}
+
+// OpScan selects one page of a policy scan: rows of Memory in id order,
+// after AfterID.
+type OpScan struct {
+	Memory string
+	// Namespace limits the scan to one namespace ("" every namespace).
+	Namespace string
+	// Heads limits the scan to the newest version of each chain.
+	Heads bool
+	// Unarchived leaves archived rows out.
+	Unarchived bool
+	// SalienceBelow, when positive, keeps only rows with a smaller salience.
+	SalienceBelow float64
+	AfterID       int64
+	// Limit bounds the page (default 10,000).
+	Limit int
+}
+
+// ScanOps returns one page of operational rows, in id order. Call it again
+// with AfterID set to the last row's ID until it returns fewer than Limit.
+func (db *DB) ScanOps(ctx context.Context, s OpScan) ([]OpRow, error) {
+	if s.Limit <= 0 {
+		s.Limit = 10000
+	}
+	q := "SELECT " + opColumns + " FROM grains WHERE memory = ? AND id > ?"
+	args := []any{s.Memory, s.AfterID}
+	if s.Namespace != "" {
+		q += " AND namespace = ?"
+		args = append(args, s.Namespace)
+	}
+	if s.Heads {
+		q += " AND superseded_by = ''"
+	}
+	if s.Unarchived {
+		q += " AND archived = ?"
+		args = append(args, false)
+	}
+	if s.SalienceBelow > 0 {
+		q += " AND salience < ?"
+		args = append(args, s.SalienceBelow)
+	}
+	q += " ORDER BY id LIMIT ?"
+	args = append(args, s.Limit)
+	rows, err := db.gorm.WithContext(ctx).Raw(q, args...).Rows()
+	if err != nil {
+		return nil, translate(err, "scan grains")
+	}
+	return scanOps(rows)
+}
+
+// CountLive returns the number of unarchived newest versions in memory: the
+// grain count the archive ladder compares with its soft limit.
+func (db *DB) CountLive(ctx context.Context, memory string) (int64, error) {
+	var n int64
+	err := db.gorm.WithContext(ctx).Model(&GrainRow{}).Where("memory = ? AND superseded_by = '' AND archived = ?", memory, false).Count(&n).Error
+	return n, translate(err, "count grains")
+}
+
+// Memories returns the names of the memories that have a live memory key,
+// sorted: the memories a scheduled policy visits.
+func (db *DB) Memories(ctx context.Context) ([]string, error) {
+	var ms []string
+	err := db.gorm.WithContext(ctx).Model(&KeyRow{}).Distinct("memory").
+		Where("kind = ? AND destroyed_us = 0", "memory").Order("memory").Pluck("memory", &ms).Error
+	return ms, translate(err, "list memories")
+}
+
+// OpsByHashes returns the operational rows of memory with the given hashes;
+// unknown hashes are left out.
+func (db *DB) OpsByHashes(ctx context.Context, memory string, hashes []string) ([]OpRow, error) {
+	return opsWhere(db.gorm.WithContext(ctx), "memory = ? AND hash IN ?", memory, hashes, false)
+}
+
+// opsWhere reads the rows matching cond (with one list argument, read in
+// chunks), locking them for update on PostgreSQL when lock is set.
+func opsWhere[T any](tx *gorm.DB, cond string, memory string, list []T, lock bool) ([]OpRow, error) {
+	var out []OpRow
+	for i := 0; i < len(list); i += chunk {
+		q := tx.Model(&GrainRow{}).Select(opColumns).Where(cond, memory, list[i:min(i+chunk, len(list))])
+		if lock && tx.Dialector.Name() == Postgres {
+			q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+		}
+		rows, err := q.Rows()
+		if err != nil {
+			return nil, translate(err, "read grains")
+		}
+		part, err := scanOps(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
+	}
+	return out, nil
+}
+
+// closeChains returns, for each seed, every version of its chain (the seed
+// first). Seeds of one chain end up in one group. Seeds without links cost
+// no query.
+func closeChains(tx *gorm.DB, memory string, seeds []OpRow) ([][]OpRow, error) {
+	parent := make([]int, len(seeds)) // union-find over seed indices
+	for i := range parent {
+		parent[i] = i
+	}
+	find := func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	label := make(map[string]int, len(seeds)) // hash -> seed index
+	rows := make(map[string]OpRow, len(seeds))
+	var frontier map[string]int // hash to read -> seed index
+	visit := func(r OpRow, seed int) {
+		if l, ok := label[r.Hash]; ok {
+			if a, b := find(l), find(seed); a != b {
+				parent[a] = b
+			}
+			return
+		}
+		label[r.Hash], rows[r.Hash] = seed, r
+		for _, h := range []string{r.Supersedes, r.SupersededBy} {
+			if _, ok := label[h]; h != "" && !ok {
+				if frontier == nil {
+					frontier = map[string]int{}
+				}
+				frontier[h] = seed
+			}
+		}
+	}
+	for i, s := range seeds {
+		visit(s, i)
+	}
+	for len(frontier) > 0 {
+		next := frontier
+		frontier = nil
+		hashes := make([]string, 0, len(next))
+		for h := range next {
+			hashes = append(hashes, h)
+		}
+		sort.Strings(hashes)
+		found, err := opsWhere(tx, "memory = ? AND hash IN ?", memory, hashes, false)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range found {
+			visit(r, next[r.Hash])
+		}
+	}
+	groups := map[int][]OpRow{}
+	var order []int
+	isSeed := make(map[string]bool, len(seeds))
+	for i, s := range seeds {
+		root := find(i)
+		if _, ok := groups[root]; !ok {
+			order = append(order, root)
+		}
+		if !isSeed[s.Hash] {
+			isSeed[s.Hash] = true
+			groups[root] = append(groups[root], s)
+		}
+	}
+	others := make([]string, 0, len(rows)-len(isSeed))
+	for h := range rows {
+		if !isSeed[h] {
+			others = append(others, h)
+		}
+	}
+	sort.Strings(others)
+	for _, h := range others {
+		root := find(label[h])
+		groups[root] = append(groups[root], rows[h])
+	}
+	out := make([][]OpRow, 0, len(order))
+	for _, root := range order {
+		out = append(out, groups[root])
+	}
+	return out, nil
+}
+
+// Chains returns every version of the seeds' chains, grouped by chain, each
+// group starting with its seeds. It reads without locking: dry runs use it.
+func (db *DB) Chains(ctx context.Context, memory string, seeds []OpRow) ([][]OpRow, error) {
+	return closeChains(db.gorm.WithContext(ctx), memory, seeds)
+}
+
+// ChainOps returns the operational rows of every version of the chains of
+// the grains with the given hashes in memory.
+func (db *DB) ChainOps(ctx context.Context, memory string, hashes []string) ([]OpRow, error) {
+	seeds, err := db.OpsByHashes(ctx, memory, hashes)
+	if err != nil || len(seeds) == 0 {
+		return nil, err
+	}
+	groups, err := db.Chains(ctx, memory, seeds)
+	var out []OpRow
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out, err
+}
+
+// HoldOn returns the id of the first active hold in hs that covers a row
+// with scope and userRef, or "".
+func HoldOn(hs []HoldRow, scope string, userRef []byte) string { return holdOn(hs, scope, userRef) }
+
+// ChainHold returns the id of the first hold in hs covering any row of
+// chain, or "".
+func ChainHold(hs []HoldRow, chain []OpRow) string {
+	for _, r := range chain {
+		if id := holdOn(hs, r.Scope, r.UserRef); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+// PolicyDeletion says what a policy's bulk forget did.
+type PolicyDeletion struct {
+	// Hashes are the deleted rows' hashes, every version of each chain, sorted.
+	Hashes []string
+	// Held maps the id of each hold that kept grains to the hashes of the
+	// seeds it kept (their chains were left whole).
+	Held map[string][]string
+	// Gone counts seeds that no longer existed or no longer qualified.
+	Gone int
+}
+
+// PolicyEventsFunc builds the audit events of a policy's change; they
+// commit with it. It is called even when nothing changed, so that it can
+// record refusals; it may return no events.
+type PolicyEventsFunc func(now int64, d *PolicyDeletion) ([]Event, error)
+
+// ForgetSeeds deletes, in one transaction, the grains of memory with the
+// given ids that still satisfy keep (re-read and, on PostgreSQL, locked),
+// with every version of their chains and their tag tokens. A chain that an
+// active legal hold covers is skipped whole and reported in Held, not
+// refused: one held grain never fails a policy run. mk's events commit in
+// the same transaction.
+func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep func(OpRow) bool, now int64, mk PolicyEventsFunc) (*PolicyDeletion, error) {
+	del := &PolicyDeletion{}
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		*del = PolicyDeletion{}
+		seeds, err := opsWhere(tx, "memory = ? AND id IN ?", memory, ids, true)
+		if err != nil {
+			return err
+		}
+		del.Gone = len(ids) - len(seeds)
+		kept := seeds[:0]
+		for _, s := range seeds {
+			if keep == nil || keep(s) {
+				kept = append(kept, s)
+			} else {
+				del.Gone++
+			}
+		}
+		groups, err := closeChains(tx, memory, kept)
+		if err != nil {
+			return err
+		}
+		hs, err := activeHolds(tx, memory)
+		if err != nil {
+			return err
+		}
+		isSeed := make(map[int64]bool, len(kept))
+		for _, s := range kept {
+			isSeed[s.ID] = true
+		}
+		var victims []int64
+		for _, g := range groups {
+			if id := ChainHold(hs, g); id != "" {
+				if del.Held == nil {
+					del.Held = map[string][]string{}
+				}
+				for _, r := range g {
+					if isSeed[r.ID] {
+						del.Held[id] = append(del.Held[id], r.Hash)
+					}
+				}
+				continue
+			}
+			for _, r := range g {
+				victims = append(victims, r.ID)
+				del.Hashes = append(del.Hashes, r.Hash)
+			}
+		}
+		sort.Strings(del.Hashes)
+		if err := deleteIDs(tx, victims); err != nil {
+			return err
+		}
+		if mk == nil {
+			return nil
+		}
+		evs, err := mk(now, del)
+		if err != nil {
+			return err
+		}
+		return insertEvents(tx, now, evs)
+	})
+	return del, translate(err, "forget grains")
+}
+
+func deleteIDs(tx *gorm.DB, ids []int64) error {
+	for i := 0; i < len(ids); i += chunk {
+		part := ids[i:min(i+chunk, len(ids))]
+		if err := tx.Where("grain_id IN ?", part).Delete(&TagRow{}).Error; err != nil {
+			return translate(err, "delete tags")
+		}
+		if err := tx.Where("id IN ?", part).Delete(&GrainRow{}).Error; err != nil {
+			return translate(err, "delete grains")
+		}
+	}
+	return nil
+}
+
+// ArchiveRows archives, in one transaction, the rows of memory with the
+// given ids that are not archived and still satisfy keep, multiplying their
+// salience by factor (the ladder halves it), and returns their hashes,
+// sorted. mk's events commit with the change. Archiving destroys nothing,
+// so legal holds do not stop it.
+func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(OpRow) bool, now int64, mk func(hashes []string) ([]Event, error)) ([]string, error) {
+	var done []string
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		done = nil
+		rows, err := opsWhere(tx, "memory = ? AND id IN ?", memory, ids, true)
+		if err != nil {
+			return err
+		}
+		var todo []int64
+		for _, r := range rows {
+			if !r.Archived && (keep == nil || keep(r)) {
+				todo = append(todo, r.ID)
+				done = append(done, r.Hash)
+			}
+		}
+		sort.Strings(done)
+		for i := 0; i < len(todo); i += chunk {
+			part := todo[i:min(i+chunk, len(todo))]
+			if err := tx.Model(&GrainRow{}).Where("id IN ? AND archived = ?", part, false).
+				Updates(map[string]any{"archived": true, "salience": gorm.Expr("salience * ?", factor)}).Error; err != nil {
+				return translate(err, "archive grains")
+			}
+		}
+		if len(done) == 0 || mk == nil {
+			return nil
+		}
+		evs, err := mk(done)
+		if err != nil {
+			return err
+		}
+		return insertEvents(tx, now, evs)
+	})
+	return done, translate(err, "archive grains")
+}
+
+// Retrieval is the retrievals of one grain since the last flush.
+type Retrieval struct {
+	Hash   string
+	Count  int64
+	LastUS int64
+}
+
+// RecordRetrievals adds retrieval statistics in one transaction: each
+// grain's retrieval count grows by Count, its last retrieval moves forward
+// to LastUS, and its salience grows by bump per retrieval, capped at 1.
+// Grains deleted meanwhile are ignored.
+func (db *DB) RecordRetrievals(ctx context.Context, rs []Retrieval, bump float64) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, r := range rs {
+			add := bump * float64(r.Count)
+			if err := tx.Exec(`UPDATE grains SET retrieval_count = retrieval_count + ?,
+  last_retrieved_us = CASE WHEN last_retrieved_us < ? THEN ? ELSE last_retrieved_us END,
+  salience = CASE WHEN salience + ? > 1 THEN 1 ELSE salience + ? END
+WHERE hash = ?`, r.Count, r.LastUS, r.LastUS, add, add, r.Hash).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return translate(err, "record retrievals")
+}
+
+// Replacement is one grain replaced by its summary (the risk sweep's
+// compress): New takes Old's place in its version chain.
+type Replacement struct {
+	OldID int64
+	Old   string
+	New   *GrainRow
+}
+
+// Replaced says what ReplaceGrains did.
+type Replaced struct {
+	// Done are the replacements made.
+	Done []Replacement
+	// Held maps the id of each hold that kept grains to their hashes.
+	Held map[string][]string
+	// Skipped counts grains left as they were: gone, no longer qualifying,
+	// or whose summary duplicates a live grain.
+	Skipped int
+}
+
+// ReplaceGrains replaces, in one transaction, each old grain that still
+// satisfies keep by its new row: the old row and its tag tokens are
+// deleted (its sealed text is gone), the new row takes its chain links,
+// archived flag and retrieval statistics, and its neighbours in the chain
+// point to the new hash. Replacing destroys data, so a row an active legal
+// hold covers is skipped and reported in Held. mk's events commit with it.
+func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replacement, keep func(OpRow) bool, now int64, mk func(r *Replaced) ([]Event, error)) (*Replaced, error) {
+	res := &Replaced{}
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		*res = Replaced{}
+		ids := make([]int64, len(reps))
+		for i, r := range reps {
+			ids[i] = r.OldID
+		}
+		rows, err := opsWhere(tx, "memory = ? AND id IN ?", memory, ids, true)
+		if err != nil {
+			return err
+		}
+		byID := make(map[int64]OpRow, len(rows))
+		for _, r := range rows {
+			byID[r.ID] = r
+		}
+		hs, err := activeHolds(tx, memory)
+		if err != nil {
+			return err
+		}
+		var fresh []*GrainRow
+		for _, rep := range reps {
+			old, ok := byID[rep.OldID]
+			if !ok || old.Hash != rep.Old || (keep != nil && !keep(old)) {
+				res.Skipped++
+				continue
+			}
+			if id := holdOn(hs, old.Scope, old.UserRef); id != "" {
+				if res.Held == nil {
+					res.Held = map[string][]string{}
+				}
+				res.Held[id] = append(res.Held[id], old.Hash)
+				continue
+			}
+			n := rep.New
+			if old.SupersededBy == "" {
+				var dup int64
+				if err := tx.Model(&GrainRow{}).Where("superseded_by = '' AND dedup_tok = ? AND id <> ?", n.DedupTok, old.ID).
+					Count(&dup).Error; err != nil {
+					return translate(err, "read grains")
+				}
+				if dup > 0 {
+					res.Skipped++
+					continue
+				}
+			}
+			n.Supersedes, n.SupersededBy, n.Archived = old.Supersedes, old.SupersededBy, old.Archived
+			n.LastRetrievedUS, n.RetrievalCount, n.Salience = old.LastRetrievedUS, old.RetrievalCount, old.Salience
+			if err := deleteIDs(tx, []int64{old.ID}); err != nil {
+				return err
+			}
+			if old.Supersedes != "" {
+				if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ?", memory, old.Supersedes).
+					Update("superseded_by", n.Hash).Error; err != nil {
+					return translate(err, "relink chain")
+				}
+			}
+			if old.SupersededBy != "" {
+				if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ?", memory, old.SupersededBy).
+					Update("supersedes", n.Hash).Error; err != nil {
+					return translate(err, "relink chain")
+				}
+			}
+			fresh = append(fresh, n)
+			res.Done = append(res.Done, rep)
+		}
+		if len(fresh) > 0 {
+			ids, err := chainIDs(fresh)
+			if err != nil {
+				return err
+			}
+			if err := checkLive(tx, db.dialect, ids); err != nil {
+				return err
+			}
+			for _, n := range fresh {
+				if err := tx.Create(n).Error; err != nil {
+					return translate(err, "insert summary")
+				}
+				for _, t := range n.Tags {
+					if err := tx.Create(&TagRow{GrainID: n.ID, Token: t.Token, Memory: memory}).Error; err != nil {
+						return translate(err, "insert tags")
+					}
+				}
+			}
+		}
+		if mk == nil {
+			return nil
+		}
+		evs, err := mk(res)
+		if err != nil {
+			return err
+		}
+		return insertEvents(tx, now, evs)
+	})
+	return res, translate(err, "replace grains")
+}
+
+// PolicyRunRow records when a scheduled policy last started, so that
+// replicas sharing a database run it once per interval between them.
+type PolicyRunRow struct {
+	Name   string `gorm:"primaryKey;size:64"`
+	LastUS int64  `gorm:"column:last_us;not null"`
+}
+
+// TableName is the policy run table.
+func (PolicyRunRow) TableName() string { return "policy_runs" }
+
+// MigrateForgetting creates the tables the policy scheduler needs.
+func (db *DB) MigrateForgetting(ctx context.Context) error {
+	return translate(db.gorm.WithContext(ctx).AutoMigrate(&PolicyRunRow{}), "migrate schema")
+}
+
+// claimRun records a start of name at now if the last one is at least
+// every ago, and reports whether it did.
+func claimRun(tx *gorm.DB, name string, now time.Time, every time.Duration) (bool, error) {
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&PolicyRunRow{Name: name, LastUS: 0}).Error; err != nil {
+		return false, translate(err, "claim policy run")
+	}
+	res := tx.Model(&PolicyRunRow{}).Where("name = ? AND last_us <= ?", name, now.Add(-every).UnixMicro()).
+		Update("last_us", now.UnixMicro())
+	return res.RowsAffected == 1, translate(res.Error, "claim policy run")
+}
+
+// policyLockKey is the PostgreSQL advisory lock key of a policy name: the
+// FNV-1a hash of "lethe-policy:" and the name.
+func policyLockKey(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("lethe-policy:" + name))
+	return int64(h.Sum64())
+}
+
+// RunScheduled runs fn if the policy name is due: its last scheduled start
+// (across every instance sharing the database) is at least every before
+// now. On PostgreSQL, fn runs while this session holds a transaction-level
+// advisory lock on the name (pg_try_advisory_xact_lock), so at most one
+// replica runs it at a time; an instance that finds the lock taken skips.
+// On SQLite the claim is serialized by the database's write lock; the
+// caller keeps runs in one process apart. ran reports whether fn ran.
+func (db *DB) RunScheduled(ctx context.Context, name string, now time.Time, every time.Duration, fn func(context.Context) error) (ran bool, err error) {
+	if db.dialect != Postgres {
+		err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var err error
+			ran, err = claimRun(tx, name, now, every)
+			return err
+		})
+		if err != nil || !ran {
+			return false, err
+		}
+		return true, fn(ctx)
+	}
+	var fnErr error
+	err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var locked bool
+		if err := tx.Raw("SELECT pg_try_advisory_xact_lock(?)", policyLockKey(name)).Scan(&locked).Error; err != nil {
+			return translate(err, "lock policy")
+		}
+		if !locked {
+			return nil
+		}
+		ok, err := claimRun(tx, name, now, every)
+		if err != nil || !ok {
+			return err
+		}
+		ran = true
+		// The claim commits even when fn fails: a failed run waits for its
+		// next interval instead of retrying at once.
+		fnErr = fn(ctx)
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return ran, fnErr
+}
