@@ -166,7 +166,8 @@ func BenchmarkRecallBySubject(b *testing.B) {
 // BenchmarkEraseVsForget compares crypto-erasing a user holding n grains
 // (one key destroyed) with hard-deleting the same grains by user_id. Both
 // exclude the wait for log inclusion (ProofWait is 1 ns: the receipt comes
-// back pending).
+// back pending). The setup of each iteration (writing n grains) is outside
+// the reported ms/call, which times the call alone.
 func BenchmarkEraseVsForget(b *testing.B) {
 	for name, mk := range benchStores(b) {
 		for _, n := range []int{1000, 10000, 100000} {
@@ -176,8 +177,8 @@ func BenchmarkEraseVsForget(b *testing.B) {
 					cfg.ProofWait = time.Nanosecond
 					db := openBench(b, cfg)
 					ctx := context.Background()
+					var spent time.Duration
 					for i := 0; i < b.N; i++ {
-						b.StopTimer()
 						user := fmt.Sprintf("bench-user-%d", i)
 						for j := 0; j < n; j += 1000 {
 							batch := make([]lethe.Grain, min(1000, n-j))
@@ -189,7 +190,7 @@ func BenchmarkEraseVsForget(b *testing.B) {
 								b.Fatal(err)
 							}
 						}
-						b.StartTimer()
+						start := time.Now()
 						var count int64
 						if op == "erase" {
 							er, err := db.ForgetUser(ctx, "", user)
@@ -204,11 +205,12 @@ func BenchmarkEraseVsForget(b *testing.B) {
 							}
 							count = int64(res.Count)
 						}
+						spent += time.Since(start)
 						if count != int64(n) {
 							b.Fatalf("%s removed %d grains, want %d", op, count, n)
 						}
 					}
-					b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+					b.ReportMetric(float64(spent.Microseconds())/1000/float64(b.N), "ms/call")
 				})
 			}
 		}

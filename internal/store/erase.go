@@ -196,18 +196,19 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([
 		if err := db.checkEraseHolds(tx, spec, key.ID); err != nil {
 			return err
 		}
-		// Rows the key makes unreadable.
-		q := tx.Model(&GrainRow{}).Where("memory = ?", spec.Memory)
+		// Rows the key makes unreadable, from the counters: O(scopes), not O(grains).
+		var count int64
+		var err error
 		switch spec.Kind {
 		case keys.KindUser:
-			q = q.Where("user_key_id = ?", key.ID)
+			count, err = countUser(tx, spec.Memory, key.ID)
 		case keys.KindScope:
-			cond, args := db.underPrefix("scope", spec.Name)
-			q = q.Where(cond, args...)
+			count, err = db.countScope(tx, spec.Memory, spec.Name, false)
+		default:
+			count, err = db.countScope(tx, spec.Memory, "", true)
 		}
-		var count int64
-		if err := q.Count(&count).Error; err != nil {
-			return translate(err, "count grains")
+		if err != nil {
+			return err
 		}
 		// Destroy the key, and the keys it is the parent of.
 		var victims []KeyRow
@@ -352,7 +353,7 @@ func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, err
 	keyID := strconv.FormatInt(j.KeyID, 10)
 	deleted := 0
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		q := tx.Model(&GrainRow{}).Select("id", "key_chain").Where("memory = ?", j.Memory)
+		q := tx.Model(&GrainRow{}).Select("id", "key_chain", "scope", "user_key_id").Where("memory = ?", j.Memory)
 		switch keys.Kind(j.Kind) {
 		case keys.KindUser:
 			q = q.Where("user_key_id = ?", j.KeyID)
@@ -361,10 +362,13 @@ func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, err
 			q = q.Where(cond, args...)
 		}
 		var rows []struct {
-			ID       int64
-			KeyChain string
+			ID        int64
+			KeyChain  string
+			Scope     string
+			UserKeyID int64
 		}
 		var ids []int64
+		c := counter{}
 		// Scan in id order; rows sealed under newer keys stay.
 		last := int64(0)
 		for len(ids) < limit {
@@ -379,6 +383,7 @@ func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, err
 				last = r.ID
 				if slices.Contains(strings.Split(r.KeyChain, "."), keyID) {
 					ids = append(ids, r.ID)
+					c.add(r.Scope, r.UserKeyID, -1)
 				}
 			}
 		}
@@ -390,6 +395,9 @@ func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, err
 			if err := tx.Where("id IN ?", part).Delete(&GrainRow{}).Error; err != nil {
 				return translate(err, "delete grains")
 			}
+		}
+		if err := adjustCounts(tx, j.Memory, c); err != nil {
+			return err
 		}
 		deleted = len(ids)
 		if len(ids) < limit {

@@ -109,6 +109,13 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 	if err := tx.CreateInBatches(fresh, chunk).Error; err != nil {
 		return nil, translate(err, "insert grains")
 	}
+	c := counter{}
+	for _, r := range fresh {
+		c.add(r.Scope, r.UserKeyID, 1)
+	}
+	if err := adjustCounts(tx, memory, c); err != nil {
+		return nil, err
+	}
 	var tags []TagRow
 	for _, r := range fresh {
 		for _, t := range r.Tags {
@@ -283,6 +290,8 @@ type chainRow struct {
 	Hash         string
 	Supersedes   string
 	SupersededBy string
+	Scope        string
+	UserKeyID    int64
 }
 
 // Chain returns every version of hash's chain in memory, newest first.
@@ -389,13 +398,13 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, mk EventsFunc) (*Deleti
 
 // deleteChains closes seeds over their version chains and deletes them all.
 func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, error) {
-	ids := make(map[string]int64, len(seeds))
+	ids := make(map[string]chainRow, len(seeds))
 	var frontier []string
 	add := func(r chainRow) {
 		if _, ok := ids[r.Hash]; ok {
 			return
 		}
-		ids[r.Hash] = r.ID
+		ids[r.Hash] = r
 		for _, h := range []string{r.Supersedes, r.SupersededBy} {
 			if h != "" {
 				frontier = append(frontier, h)
@@ -425,9 +434,11 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 	}
 	del := &Deletion{Hashes: make([]string, 0, len(ids))}
 	idList := make([]int64, 0, len(ids))
-	for h, id := range ids {
+	c := counter{}
+	for h, r := range ids {
 		del.Hashes = append(del.Hashes, h)
-		idList = append(idList, id)
+		idList = append(idList, r.ID)
+		c.add(r.Scope, r.UserKeyID, -1)
 	}
 	sort.Strings(del.Hashes)
 	if err := checkRowHolds(tx, memory, idList); err != nil {
@@ -441,6 +452,9 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 		if err := tx.Where("id IN ?", part).Delete(&GrainRow{}).Error; err != nil {
 			return nil, translate(err, "delete grains")
 		}
+	}
+	if err := adjustCounts(tx, memory, c); err != nil {
+		return nil, err
 	}
 	return del, nil
 }

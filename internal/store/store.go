@@ -146,7 +146,7 @@ func (db *DB) Ping(ctx context.Context) error {
 // clauses differ in meaning from plain uniqueness.
 func (db *DB) migrate(ctx context.Context) error {
 	g := db.gorm.WithContext(ctx)
-	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &CleanupJob{}); err != nil {
+	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &CleanupJob{}, &CountRow{}); err != nil {
 		return translate(err, "migrate schema")
 	}
 	for _, stmt := range []string{
