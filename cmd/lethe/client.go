@@ -206,7 +206,11 @@ func (c *client) History(ctx context.Context, memory, hash string) ([]lethe.Grai
 }
 
 func (c *client) Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error) {
-	var req api.ForgetRequest
+	return c.forget(ctx, sel, false)
+}
+
+func (c *client) forget(ctx context.Context, sel lethe.Selector, force bool) (*lethe.ForgetResult, error) {
+	req := api.ForgetRequest{Force: force}
 	if sel.Hash != "" {
 		req.BlobHash = &sel.Hash
 	}
@@ -380,4 +384,64 @@ func (c *client) Consistency(ctx context.Context, from, to uint64) (*proofs.Cons
 		return nil, err
 	}
 	return proofs.ParseConsistencyProof(out)
+}
+
+// Forgetting policies, with the library's signatures, for the commands that
+// run them.
+
+var _ interface {
+	ForceForget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
+	PurgeStale(ctx context.Context, opts lethe.PurgeOptions) (*lethe.PurgeResult, error)
+	Archive(ctx context.Context, memory string, opts lethe.ArchiveOptions) (*lethe.ArchiveResult, error)
+	ArchiveGrains(ctx context.Context, memory string, hashes []string) (*lethe.ArchiveResult, error)
+	ShouldArchive(ctx context.Context, memory string) ([]string, error)
+	RiskSweep(ctx context.Context, memory string, opts lethe.RiskOptions) (*lethe.RiskResult, error)
+} = (*client)(nil)
+
+func (c *client) ForceForget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error) {
+	return c.forget(ctx, sel, true)
+}
+
+func (c *client) PurgeStale(ctx context.Context, opts lethe.PurgeOptions) (*lethe.PurgeResult, error) {
+	var out lethe.PurgeResult
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(opts.Memory)+"/purge/stale", api.PurgeRequestOf(&opts), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) archive(ctx context.Context, memory string, req api.ArchiveRequest) (*lethe.ArchiveResult, error) {
+	var out lethe.ArchiveResult
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(memory)+"/archive", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) Archive(ctx context.Context, memory string, opts lethe.ArchiveOptions) (*lethe.ArchiveResult, error) {
+	return c.archive(ctx, memory, api.ArchiveRequest{Trigger: string(opts.Trigger), DryRun: opts.DryRun})
+}
+
+func (c *client) ArchiveGrains(ctx context.Context, memory string, hashes []string) (*lethe.ArchiveResult, error) {
+	if hashes == nil {
+		hashes = []string{}
+	}
+	return c.archive(ctx, memory, api.ArchiveRequest{Hashes: hashes})
+}
+
+func (c *client) ShouldArchive(ctx context.Context, memory string) ([]string, error) {
+	var out api.HashList
+	if _, err := c.do(ctx, http.MethodGet, memoryPath(memory)+"/archive/candidates", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Hashes, nil
+}
+
+func (c *client) RiskSweep(ctx context.Context, memory string, opts lethe.RiskOptions) (*lethe.RiskResult, error) {
+	var out lethe.RiskResult
+	req := api.RiskSweepRequest{Batch: opts.Batch, DryRun: opts.DryRun}
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(memory)+"/risk-sweep", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

@@ -36,6 +36,8 @@ Flags:
                            environment variables override it
   --admin-token-file FILE  the bootstrap admin token's secret (or $LETHE_ADMIN_TOKEN)
   --addr-file FILE         write the bound address to FILE once listening
+  --policy FILE            a forgetting policy file (default: the built-in policies/default.yaml)
+  --schedule               run the policy's scheduled policies in this server
   --data DIR, --postgres DSN   as for every command
 
 With neither $LETHE_ADMIN_TOKEN nor --admin-token-file, an admin token is
@@ -67,6 +69,10 @@ type serveConfig struct {
 	Postgres       string `yaml:"postgres"`
 	AdminTokenFile string `yaml:"admin_token_file"`
 	LogLevel       string `yaml:"log_level"`
+	// PolicyFile is a forgetting policy (default: policies/default.yaml's
+	// built-in copy); Schedule runs its scheduled policies in this server.
+	PolicyFile string `yaml:"policy_file"`
+	Schedule   bool   `yaml:"schedule"`
 
 	MaxBodyBytes      int64    `yaml:"max_body_bytes"`
 	MaxBatchBodyBytes int64    `yaml:"max_batch_body_bytes"`
@@ -115,6 +121,8 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 	config := fs.String("config", "", "")
 	adminFile := fs.String("admin-token-file", "", "")
 	addrFile := fs.String("addr-file", "", "")
+	policy := fs.String("policy", "", "")
+	schedule := fs.Bool("schedule", false, "")
 	help := fs.Bool("help", false, "")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -149,6 +157,7 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		{"postgres", "LETHE_POSTGRES_DSN", &cfg.Postgres, e.postgres},
 		{"addr", "LETHE_ADDR", &cfg.Addr, *addr},
 		{"admin-token-file", "", &cfg.AdminTokenFile, *adminFile},
+		{"policy", "", &cfg.PolicyFile, *policy},
 	} {
 		if set[v.flag] {
 			*v.dst = v.val
@@ -157,6 +166,9 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
+	if set["schedule"] {
+		cfg.Schedule = *schedule
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return usagef("serve: log_level: want debug, info, warn or error")
@@ -174,6 +186,14 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 		AuditKeyFile: cfg.Audit.KeyFile, AuditOrigin: cfg.Audit.Origin,
 		TrillianAddr: cfg.Audit.TrillianAddr, TrillianTreeID: cfg.Audit.TrillianTreeID,
 		ProofWait: time.Duration(cfg.Audit.ProofWait),
+	}
+	lcfg.Schedule = cfg.Schedule
+	if cfg.PolicyFile != "" {
+		p, err := lethe.LoadPolicy(cfg.PolicyFile)
+		if err != nil {
+			return err
+		}
+		lcfg.Policy = p
 	}
 	// Vault and Trillian from the environment, as for every command.
 	if err := storeEnv(&lcfg); err != nil {

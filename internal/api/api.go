@@ -6,7 +6,7 @@
 //
 // Grain routes live under /api/memories/{memory}/ (grains, recall,
 // grains/{hash}, grains/{hash}/history, supersede, forget, forget-user,
-// scope-erase, erase, holds); the audit
+// scope-erase, erase, holds, purge/stale, archive, risk-sweep); the audit
 // log's key, checkpoints, entries and proofs under /api/audit/; token
 // management under /api/tokens; /healthz, /readyz, /metrics and
 // /openapi.json are unauthenticated. The document served at /openapi.json
@@ -54,6 +54,7 @@ type Library interface {
 	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
 	Auditor
 	Eraser
+	Forgetter
 }
 
 var _ Library = (*lethe.DB)(nil)
@@ -172,6 +173,10 @@ func (s *Server) routes() *gin.Engine {
 	m.GET("/holds", s.allow(auth.DPO), s.listHolds)
 	m.POST("/holds", s.allow(auth.DPO), s.setHold)
 	m.DELETE("/holds/:id", s.allow(auth.DPO), s.releaseHold)
+	m.POST("/purge/stale", s.allow(auth.DPO), s.purgeStale)
+	m.POST("/archive", s.allow(auth.DPO), s.archive)
+	m.GET("/archive/candidates", s.allow(auth.DPO), s.archiveCandidates)
+	m.POST("/risk-sweep", s.allow(auth.DPO), s.riskSweep)
 
 	a := api.Group("/audit")
 	a.GET("/key", s.allow(auth.Auditor), s.auditKey)

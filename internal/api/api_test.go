@@ -210,6 +210,7 @@ func TestAPI(t *testing.T) {
 		t.Run("bad_input", func(t *testing.T) { f.t = t; testBadInput(f) })
 		t.Run("tokens", func(t *testing.T) { f.t = t; testTokens(f) })
 		t.Run("erasure", func(t *testing.T) { f.t = t; testErasure(f) })
+		t.Run("forgetting", func(t *testing.T) { f.t = t; testForgetting(f) })
 		t.Run("audit", func(t *testing.T) { f.t = t; testAudit(f) })
 		t.Run("access_log", func(t *testing.T) { f.t = t; testAccessLog(f) })
 	})
@@ -391,6 +392,10 @@ func testRoles(f *fixture) {
 		{"list holds", "GET", "/api/memories/default/holds", nil, []auth.Role{auth.DPO}},
 		{"set hold", "POST", "/api/memories/default/holds", map[string]any{"scope": "role-check"}, []auth.Role{auth.DPO}},
 		{"release hold", "DELETE", "/api/memories/default/holds/" + strings.Repeat("0", 32), nil, []auth.Role{auth.DPO}},
+		{"purge", "POST", "/api/memories/default/purge/stale", map[string]any{"dry_run": true}, []auth.Role{auth.DPO}},
+		{"archive", "POST", "/api/memories/default/archive", map[string]any{"dry_run": true}, []auth.Role{auth.DPO}},
+		{"archive candidates", "GET", "/api/memories/default/archive/candidates", nil, []auth.Role{auth.DPO}},
+		{"risk sweep", "POST", "/api/memories/default/risk-sweep", map[string]any{"dry_run": true}, []auth.Role{auth.DPO}},
 		{"audit key", "GET", "/api/audit/key", nil, []auth.Role{auth.Auditor}},
 		{"audit checkpoint", "GET", "/api/audit/checkpoint", nil, []auth.Role{auth.Auditor}},
 		{"audit entry", "GET", "/api/audit/entries/0", nil, []auth.Role{auth.Auditor}},
@@ -891,4 +896,85 @@ func (f *fixture) auditKey(token string) string {
 	var key api.AuditKeyResponse
 	f.call(token, "GET", "/api/audit/key", nil).decode(f.t, &key)
 	return key.Key
+}
+
+func testForgetting(f *fixture) {
+	admin := f.token("admin", []string{"*"})
+	base := "/api/memories/fg"
+	old := time.Now().Add(-400 * 24 * time.Hour)
+	stale := f.add(admin, "fg", api.GrainInput{Type: "fact", Subject: "stale-one", CreatedAt: old})
+	fresh := f.add(admin, "fg", api.GrainInput{Type: "fact", Subject: "fresh-one", Scope: "mine/a"})
+	caveat := f.add(admin, "fg", api.GrainInput{Type: "caveat", Content: "never drop", Scope: "other"})
+
+	// Decay purge: a dry run changes nothing, the real one forgets the stale grain.
+	a := f.call(admin, "POST", base+"/purge/stale", map[string]any{"dry_run": true, "threshold": 0.3, "min_age_days": 7})
+	f.want(a, 200, "")
+	var pr lethe.PurgeResult
+	a.decode(f.t, &pr)
+	if !pr.DryRun || pr.Candidates != 1 || pr.Forgotten != 1 {
+		f.t.Errorf("dry purge: %s", a.body)
+	}
+	f.want(f.call(admin, "GET", base+"/grains/"+stale, nil), 200, "")
+	a = f.call(admin, "POST", base+"/purge/stale", map[string]any{"threshold": 0.3, "min_age_days": 7})
+	f.want(a, 200, "")
+	a.decode(f.t, &pr)
+	if pr.Forgotten != 1 || len(pr.Hashes) != 1 || pr.Hashes[0] != stale || pr.Receipt == nil {
+		f.t.Errorf("purge: %s", a.body)
+	}
+	f.want(f.call(admin, "GET", base+"/grains/"+stale, nil), 404, "not_found")
+	f.want(f.call(admin, "POST", base+"/purge/stale", map[string]any{"curve": "cubic"}), 400, "invalid_argument")
+	f.want(f.call(admin, "POST", base+"/purge/stale", map[string]any{"half_life": 3}), 400, "invalid_argument")
+
+	// Archive: out of default recall, still reachable.
+	a = f.call(admin, "POST", base+"/archive", map[string]any{"hashes": []string{fresh}})
+	f.want(a, 200, "")
+	var ar lethe.ArchiveResult
+	a.decode(f.t, &ar)
+	if ar.Archived != 1 {
+		f.t.Errorf("archive: %s", a.body)
+	}
+	var page lethe.Page
+	f.call(admin, "POST", base+"/recall", api.RecallRequest{}).decode(f.t, &page)
+	for _, g := range page.Grains {
+		if g.Hash == fresh {
+			f.t.Error("an archived grain in default recall")
+		}
+	}
+	f.call(admin, "POST", base+"/recall", api.RecallRequest{IncludeArchived: true}).decode(f.t, &page)
+	if len(page.Grains) != 2 {
+		f.t.Errorf("recall with archived: %d grains", len(page.Grains))
+	}
+	var g lethe.Grain
+	f.call(admin, "GET", base+"/grains/"+fresh, nil).decode(f.t, &g)
+	if !g.Archived {
+		f.t.Error("get: not archived")
+	}
+	f.want(f.call(admin, "POST", base+"/archive", map[string]any{"hashes": []string{}}), 400, "empty_selector")
+	f.want(f.call(admin, "POST", base+"/archive", map[string]any{"hashes": []string{fresh}, "dry_run": true}), 400, "invalid_argument")
+	f.want(f.call(admin, "POST", base+"/archive", map[string]any{"hashes": []string{strings.Repeat("0", 64)}}), 404, "not_found")
+	a = f.call(admin, "POST", base+"/archive", map[string]any{"dry_run": true})
+	f.want(a, 200, "")
+	f.want(f.call(admin, "POST", base+"/archive", map[string]any{"trigger": "never"}), 400, "invalid_argument")
+	a = f.call(admin, "GET", base+"/archive/candidates", nil)
+	f.want(a, 200, "")
+	var hl api.HashList
+	a.decode(f.t, &hl)
+	if hl.Hashes == nil {
+		f.t.Error("candidates: null")
+	}
+	f.want(f.call(admin, "POST", base+"/risk-sweep", map[string]any{"dry_run": true}), 200, "")
+
+	// Protected grains: forget refuses, force overrides.
+	f.want(f.call(admin, "POST", base+"/forget", map[string]any{"blob_hash": caveat}), 409, "protected")
+	f.want(f.call(admin, "POST", base+"/forget", map[string]any{"blob_hash": caveat, "force": true}), 200, "")
+
+	// A scope-limited DPO.
+	dpo := f.token("dpo", []string{"fg"}, "mine")
+	f.want(f.call(dpo, "POST", base+"/purge/stale", map[string]any{"dry_run": true}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"dry_run": true}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/risk-sweep", map[string]any{"dry_run": true}), 403, "forbidden")
+	f.want(f.call(dpo, "GET", base+"/archive/candidates", nil), 403, "forbidden")
+	other := f.add(admin, "fg", api.GrainInput{Type: "fact", Subject: "other-one", Scope: "other"})
+	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"hashes": []string{other}}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"hashes": []string{fresh}}), 200, "")
 }

@@ -252,7 +252,11 @@ func (s *Server) forget(c *gin.Context) {
 			}
 		}
 	}
-	res, err := s.lib.Forget(ctx, sel)
+	forget := s.lib.Forget
+	if req.Force {
+		forget = s.lib.ForceForget
+	}
+	res, err := forget(ctx, sel)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -146,6 +146,10 @@ type ForgetRequest struct {
 	Hashes   []string `json:"hashes,omitempty"`
 	Subject  *string  `json:"subject,omitempty"`
 	UserID   *string  `json:"user_id,omitempty"`
+	// Force overrides the policy's protection rules (pinned grains,
+	// protected types, high importance), never legal holds; the audit
+	// event says so.
+	Force bool `json:"force,omitempty"`
 }
 
 // ForgetResponse answers a forget: {"count": n, "status": "forgotten" |
@@ -221,4 +225,52 @@ type HoldRequest struct {
 // HoldList answers GET .../holds.
 type HoldList struct {
 	Holds []lethe.Hold `json:"holds"`
+}
+
+// PurgeRequest is the body of POST .../purge/stale: the decay purge's
+// options; fields left out take the policy's values.
+type PurgeRequest struct {
+	Curve        string   `json:"curve,omitempty"`
+	HalfLifeDays float64  `json:"half_life_days,omitempty"`
+	DecayPerDay  float64  `json:"decay_per_day,omitempty"`
+	StrengthDays float64  `json:"strength_days,omitempty"`
+	Threshold    *float64 `json:"threshold,omitempty"`
+	MinAgeDays   *int     `json:"min_age_days,omitempty"`
+	Batch        int      `json:"batch,omitempty"`
+	Namespace    string   `json:"namespace,omitempty"`
+	DryRun       bool     `json:"dry_run,omitempty"`
+}
+
+// Options returns r as the library's options for memory.
+func (r *PurgeRequest) Options(memory string) lethe.PurgeOptions {
+	return lethe.PurgeOptions{Memory: memory, Curve: lethe.Curve(r.Curve), HalfLifeDays: r.HalfLifeDays,
+		DecayPerDay: r.DecayPerDay, StrengthDays: r.StrengthDays, Threshold: r.Threshold, MinAgeDays: r.MinAgeDays,
+		Batch: r.Batch, Namespace: r.Namespace, DryRun: r.DryRun}
+}
+
+// PurgeRequestOf returns opts as a request body.
+func PurgeRequestOf(o *lethe.PurgeOptions) PurgeRequest {
+	return PurgeRequest{Curve: string(o.Curve), HalfLifeDays: o.HalfLifeDays, DecayPerDay: o.DecayPerDay,
+		StrengthDays: o.StrengthDays, Threshold: o.Threshold, MinAgeDays: o.MinAgeDays, Batch: o.Batch,
+		Namespace: o.Namespace, DryRun: o.DryRun}
+}
+
+// ArchiveRequest is the body of POST .../archive: hashes to archive
+// those grains, or (without hashes) an archive ladder run with its
+// trigger (default memory_pressure) and dry_run.
+type ArchiveRequest struct {
+	Hashes  []string `json:"hashes,omitempty"`
+	Trigger string   `json:"trigger,omitempty"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+}
+
+// RiskSweepRequest is the body of POST .../risk-sweep.
+type RiskSweepRequest struct {
+	Batch  int  `json:"batch,omitempty"`
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// HashList answers GET .../archive/candidates.
+type HashList struct {
+	Hashes []string `json:"hashes"`
 }
