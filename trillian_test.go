@@ -124,3 +124,64 @@ func TestEmbeddedTrillianConformance(t *testing.T) {
 		}
 	}
 }
+
+// TestTrillianDownQueuesEvents stops the Trillian log server while
+// erasures happen: they commit and return pending receipts, their events
+// wait in the outbox, and once Trillian is back every event is appended,
+// once, and its proof verifies.
+func TestTrillianDownQueuesEvents(t *testing.T) {
+	stack := testenv.StartTrillian(t)
+	ctx := context.Background()
+	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: testenv.Postgres(t),
+		TrillianAddr: stack.Addr(), TrillianTreeID: stack.NewTree(t), ProofWait: 300 * time.Millisecond})
+	population(t, db)
+	stack.StopServer()
+	var pending []*lethe.Erasure
+	for _, scope := range []string{"acme/dev", "acme/prod/bot1"} {
+		er, err := db.EraseScope(ctx, "", scope)
+		if err != nil {
+			t.Fatalf("erase with Trillian down: %v", err)
+		}
+		if !er.Pending || er.Proof != nil {
+			t.Fatalf("erase with Trillian down returned a proof")
+		}
+		if _, err := proofs.ParseLeaf(er.Leaf); err != nil {
+			t.Fatalf("the pending receipt's leaf: %v", err)
+		}
+		pending = append(pending, er)
+	}
+	if n := recallCount(t, db, lethe.Query{Scope: "acme/dev"}); n != 0 {
+		t.Errorf("the erase did not take effect while Trillian was down: %d grains", n)
+	}
+	stack.StartServer()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, er := range pending {
+		for {
+			p, err := db.ProofByEvent(ctx, er.EventID)
+			if err == nil {
+				if _, err := proofs.Verify(p, proofs.VerifyOptions{LogKey: db.AuditKey()}); err != nil {
+					t.Errorf("proof after recovery: %v", err)
+				}
+				break
+			}
+			if lethe.ErrorCode(err) != "pending" || time.Now().After(deadline) {
+				t.Fatalf("proof after Trillian came back: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	leaves, err := db.AuditLeaves(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, b := range leaves {
+		l, _ := proofs.ParseLeaf(b)
+		seen[l.ID]++
+	}
+	for _, er := range pending {
+		if seen[er.EventID] != 1 {
+			t.Errorf("event %s appears %d times in the log", er.EventID, seen[er.EventID])
+		}
+	}
+}
