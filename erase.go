@@ -32,10 +32,8 @@ const maxLeafKeys = 64
 // key, so every grain of that user, in every scope, becomes unreadable at
 // once. Writing again for the same user id creates a new key.
 func (db *DB) ForgetUser(ctx context.Context, memory, userID string) (*Erasure, error) {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	if err := grains.ValidateMemory(memory); err != nil {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(userID) == "" {
@@ -55,10 +53,8 @@ func (db *DB) ForgetUser(ctx context.Context, memory, userID string) (*Erasure, 
 // erasing acme/prod makes the grains of acme/prod and acme/prod/bot1
 // unreadable, whatever their user.
 func (db *DB) EraseScope(ctx context.Context, memory, path string) (*Erasure, error) {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	if err := grains.ValidateMemory(memory); err != nil {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
 	path = strings.Trim(path, "/")
@@ -179,10 +175,8 @@ type HoldSpec struct {
 // (forget, erase, purge, policies) refuses with code held, and the refusal
 // is audited.
 func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
-	if spec.Memory == "" {
-		spec.Memory = grains.DefaultMemory
-	}
-	if err := grains.ValidateMemory(spec.Memory); err != nil {
+	var err error
+	if spec.Memory, err = memoryName(spec.Memory); err != nil {
 		return nil, err
 	}
 	spec.Scope = strings.Trim(spec.Scope, "/")
@@ -218,10 +212,8 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 
 // ReleaseHold releases an active hold.
 func (db *DB) ReleaseHold(ctx context.Context, memory, id string) error {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	if err := grains.ValidateMemory(memory); err != nil {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
 		return err
 	}
 	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
@@ -240,10 +232,8 @@ func (db *DB) ReleaseHold(ctx context.Context, memory, id string) error {
 
 // Holds lists the active holds of memory.
 func (db *DB) Holds(ctx context.Context, memory string) ([]Hold, error) {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	if err := grains.ValidateMemory(memory); err != nil {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
 	rows, err := db.store.Holds(ctx, memory)

@@ -394,14 +394,12 @@ func (db *DB) open(ctx context.Context, r *store.GrainRow) (*Grain, error) {
 // Get returns the grain with hash in memory ("" means "default"),
 // superseded or archived included.
 func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	if err := grains.ValidateMemory(memory); err != nil {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
-	if !grains.ValidHash(hash) {
-		return nil, grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+	if err := checkHash(hash); err != nil {
+		return nil, err
 	}
 	r, err := db.store.GrainByHash(ctx, memory, hash)
 	if err != nil {
@@ -576,14 +574,12 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 
 // History returns the version chain of hash, newest first.
 func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error) {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	if err := grains.ValidateMemory(memory); err != nil {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
-	if !grains.ValidHash(hash) {
-		return nil, grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+	if err := checkHash(hash); err != nil {
+		return nil, err
 	}
 	rows, err := db.store.Chain(ctx, memory, hash)
 	if err != nil {
@@ -712,4 +708,19 @@ func carry(g, old *Grain) {
 		g.Confidence = old.Confidence
 	}
 	g.Pinned = g.Pinned || old.Pinned
+}
+
+// memoryName returns m, or "default" for "", after validating it.
+func memoryName(m string) (string, error) {
+	if m == "" {
+		m = grains.DefaultMemory
+	}
+	return m, grains.ValidateMemory(m)
+}
+
+func checkHash(h string) error {
+	if !grains.ValidHash(h) {
+		return grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+	}
+	return nil
 }
