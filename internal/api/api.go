@@ -218,6 +218,14 @@ func (s *Server) readyz(c *gin.Context) {
 			checks["library"], ok = "unavailable", false
 			s.log.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("check", "library"), slog.Any("error", err))
 		}
+	} else {
+		// Without a readiness check of its own, reading the latest signed
+		// checkpoint goes through the library's store pool and audit state.
+		checks["audit"] = "ok"
+		if _, err := s.lib.Checkpoint(ctx); err != nil && lethe.ErrorCode(err) != "not_found" {
+			checks["audit"], ok = "unavailable", false
+			s.log.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("check", "audit"), slog.Any("error", err))
+		}
 	}
 	if !ok {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "checks": checks})

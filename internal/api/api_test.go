@@ -978,3 +978,15 @@ func testForgetting(f *fixture) {
 	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"hashes": []string{other}}), 403, "forbidden")
 	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"hashes": []string{fresh}}), 200, "")
 }
+
+func TestReadyzUnavailable(t *testing.T) {
+	f := newFixture(t, sqliteBackend, nil)
+	f.tokens.Close()
+	a := f.call("", "GET", "/readyz", nil)
+	if a.status != 503 || !strings.Contains(string(a.body), `"tokens":"unavailable"`) {
+		t.Errorf("readyz with a closed store: %d %s", a.status, a.body)
+	}
+	f.want(f.call("", "GET", "/healthz", nil), 200, "")
+	// Without its store a token cannot be checked: 503, not 401 or 500.
+	f.want(f.call("lethe_x", "POST", "/api/memories/default/recall", api.RecallRequest{}), 503, "unavailable")
+}

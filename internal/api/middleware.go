@@ -50,7 +50,7 @@ func routeOf(c *gin.Context) string {
 	return "unmatched"
 }
 
-// methods bounds the method label.
+// methodLabel bounds the method label.
 func methodLabel(m string) string {
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
