@@ -215,13 +215,6 @@ func (db *DB) scan(ctx context.Context, s store.OpScan, fn func(r *store.OpRow) 
 	}
 }
 
-func checkMemory(memory string) (string, error) {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	return memory, grains.ValidateMemory(memory)
-}
-
 // addHashes appends hs to a result's list, up to maxReportHashes, and sets
 // truncated past it.
 func addHashes(list *[]string, truncated *bool, hs ...string) {
@@ -415,7 +408,7 @@ func (db *DB) decayPolicy(opts *PurgeOptions) (*forgetting.Policy, error) {
 }
 
 func (db *DB) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt bool) (*PurgeResult, error) {
-	memory, err := checkMemory(opts.Memory)
+	memory, err := memoryName(opts.Memory)
 	if err != nil {
 		return nil, err
 	}
@@ -603,7 +596,7 @@ func (db *DB) Archive(ctx context.Context, memory string, opts ArchiveOptions) (
 }
 
 func (db *DB) archiveLadder(ctx context.Context, memory string, opts ArchiveOptions, wantReceipt bool) (*ArchiveResult, error) {
-	memory, err := checkMemory(memory)
+	memory, err := memoryName(memory)
 	if err != nil {
 		return nil, err
 	}
@@ -704,7 +697,7 @@ func (db *DB) archiveIDs(ctx context.Context, memory, policy, reason string, ids
 // grain.archive event and returns its receipt; it fails with not_found if
 // no hash names a grain of memory.
 func (db *DB) ArchiveGrains(ctx context.Context, memory string, hashes []string) (*ArchiveResult, error) {
-	memory, err := checkMemory(memory)
+	memory, err := memoryName(memory)
 	if err != nil {
 		return nil, err
 	}
@@ -748,7 +741,7 @@ func (db *DB) ArchiveGrains(ctx context.Context, memory string, hashes []string)
 // protected grains are never listed. It reads operational fields only and
 // changes nothing; the retrieval sweep (retrieval.schedule) archives them.
 func (db *DB) ShouldArchive(ctx context.Context, memory string) ([]string, error) {
-	memory, err := checkMemory(memory)
+	memory, err := memoryName(memory)
 	if err != nil {
 		return nil, err
 	}
@@ -1046,7 +1039,7 @@ func (db *DB) RiskSweep(ctx context.Context, memory string, opts RiskOptions) (*
 }
 
 func (db *DB) riskSweep(ctx context.Context, memory string, opts RiskOptions, wantReceipt bool) (*RiskResult, error) {
-	memory, err := checkMemory(memory)
+	memory, err := memoryName(memory)
 	if err != nil {
 		return nil, err
 	}

@@ -826,3 +826,26 @@ func TestScheduler(t *testing.T) {
 		}
 	})
 }
+
+// The erase counters stay exact through purges and compressions.
+func TestPoliciesKeepCounters(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		for i := range 3 {
+			aged(t, db, 90+float64(i), lethe.Grain{Type: "fact", Subject: fmt.Sprintf("stale %d", i), UserID: "u9", Scope: "acme/x"})
+		}
+		aged(t, db, 1, lethe.Grain{Type: "fact", Subject: "fresh", UserID: "u9", Scope: "acme/x"})
+		aged(t, db, 30, lethe.Grain{Type: "fact", Subject: "compress", Relation: "r", Content: "text", UserID: "u9", Scope: "acme/y"})
+		if res, err := db.PurgeStale(ctx, lethe.PurgeOptions{}); err != nil || res.Forgotten != 3 {
+			t.Fatalf("purge: %v %+v", err, res)
+		}
+		if res, err := db.RiskSweep(ctx, "", lethe.RiskOptions{}); err != nil || res.Compressed != 1 {
+			t.Fatalf("risk sweep: %v %+v", err, res)
+		}
+		// Left: the fresh grain and the summary.
+		er, err := db.ForgetUser(ctx, "", "u9")
+		if err != nil || er.Count != 2 {
+			t.Errorf("erase user after purge and compress: %v count %d, want 2", err, er.Count)
+		}
+	})
+}

@@ -33,11 +33,12 @@ type OpRow struct {
 	RetrievalCount  int64
 	Supersedes      string
 	SupersededBy    string
+	UserKeyID       int64
 	UserRef         []byte
 }
 
 const opColumns = "id, hash, type, namespace, scope, importance, salience, pinned, archived, created_us, " +
-	"last_retrieved_us, retrieval_count, supersedes, superseded_by, user_ref"
+	"last_retrieved_us, retrieval_count, supersedes, superseded_by, user_key_id, user_ref"
 
 func scanOps(rows *sql.Rows) ([]OpRow, error) {
 	defer rows.Close()
@@ -45,7 +46,7 @@ func scanOps(rows *sql.Rows) ([]OpRow, error) {
 	for rows.Next() {
 		var r OpRow
 		if err := rows.Scan(&r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
-			&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserRef); err != nil {
+			&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserKeyID, &r.UserRef); err != nil {
 			return nil, translate(err, "read grains")
 		}
 		out = append(out, r)
@@ -320,6 +321,7 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 			isSeed[s.ID] = true
 		}
 		var victims []int64
+		c := counter{}
 		for _, g := range groups {
 			if id := ChainHold(hs, g); id != "" {
 				if del.Held == nil {
@@ -335,10 +337,14 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 			for _, r := range g {
 				victims = append(victims, r.ID)
 				del.Hashes = append(del.Hashes, r.Hash)
+				c.add(r.Scope, r.UserKeyID, -1)
 			}
 		}
 		sort.Strings(del.Hashes)
 		if err := deleteIDs(tx, victims); err != nil {
+			return err
+		}
+		if err := adjustCounts(tx, memory, c); err != nil {
 			return err
 		}
 		if mk == nil {
@@ -482,6 +488,7 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 			return err
 		}
 		var fresh []*GrainRow
+		c := counter{}
 		for _, rep := range reps {
 			old, ok := byID[rep.OldID]
 			if !ok || old.Hash != rep.Old || (keep != nil && !keep(old)) {
@@ -524,6 +531,8 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 					return translate(err, "relink chain")
 				}
 			}
+			c.add(old.Scope, old.UserKeyID, -1)
+			c.add(n.Scope, n.UserKeyID, 1)
 			fresh = append(fresh, n)
 			res.Done = append(res.Done, rep)
 		}
@@ -545,6 +554,9 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 					}
 				}
 			}
+		}
+		if err := adjustCounts(tx, memory, c); err != nil {
+			return err
 		}
 		if mk == nil {
 			return nil
