@@ -69,8 +69,14 @@ var commands = map[string]command{
 	"hold":      cmdHold,
 	"audit":     cmdAudit,
 	"keys":      cmdKeys,
+	"purge":     cmdPurge,
+	"archive":   cmdArchive,
+	"risk":      cmdRisk,
 	"serve":     cmdServe,
 	"token":     cmdToken,
+	"policy": func(ctx context.Context, e *env, args []string) error {
+		return runPolicy(ctx, args, e.stdout, e.stderr)
+	},
 	"verify": func(ctx context.Context, e *env, args []string) error {
 		return runVerify(ctx, args, e.stdout, e.stderr)
 	},
@@ -105,7 +111,7 @@ const usage = `lethe: an encrypted memory store with erasure you can prove
 
 Usage:
   lethe add TYPE field=value...            write a grain, print its hash
-  lethe recall [filters]                   list matching grains, newest first
+  lethe recall [filters]                   list matching grains (newest first; filtered: ranked)
   lethe inspect HASH                       show one grain (superseded or archived too)
   lethe supersede HASH TYPE field=value... write a new version, print its hash
   lethe history HASH                       show the version chain, newest first
@@ -115,6 +121,13 @@ Usage:
                                            crypto-erase: destroy one key, print the proof (needs --yes)
   lethe hold set --scope PATH | --user U   place a legal hold; prints its id
   lethe hold release ID | hold list
+  lethe purge stale [--half-life D] [--threshold T] [--min-age-days N] [--batch B]
+                    [--namespace NS] [--curve exponential|linear|ebbinghaus] [--dry-run]
+                                           forget grains whose retention decayed (needs --yes)
+  lethe archive [--trigger T] [--dry-run] | archive HASH...
+                                           run the archive ladder, or archive grains
+  lethe risk sweep [--dry-run]             compress or drop grains at risk (needs --yes)
+  lethe policy check FILE...               validate forgetting policy files
   lethe audit key | checkpoint | entry N | proof N [--size S] | proof --event ID | consistency A B
   lethe keys rotate [--keep N]             rotate the Vault KEK, rewrap, trim old versions (needs --yes)
   lethe verify PROOF --log-key KEY [--checkpoint OLDER] [--consistency FILE]
@@ -134,6 +147,11 @@ Recall filters:
   --subject S --relation R --object O --user U --scope PREFIX --namespace N
   --type T --tag T (repeatable) --include-superseded --include-archived
   --limit N --cursor C
+
+Forgetting (purge, archive, risk):
+  --policy FILE     the embedded store's policy (default: the built-in policies/default.yaml)
+  --decay-per-day X --strength-days D      the linear and ebbinghaus curves (purge)
+  --batch B         grains per transaction and audit event (purge, risk)
 
 Global flags (anywhere on the line):
   --data DIR        embedded store directory (default ./lethe-data, or $LETHE_DATA)
