@@ -151,7 +151,12 @@ func inScope(scope, prefix string) bool {
 func testRecallPatterns(t *testing.T, db *lethe.DB) {
 	ctx := context.Background()
 	all := corpus(t, db)
-	var queries []lethe.Query
+	// Token queries under a multi-segment scope prefix first, while the
+	// keyring's caches are cold: the prefix's ancestors' keys are needed too.
+	queries := []lethe.Query{
+		{Subject: "bob", Scope: "acme/prod"}, {Object: "tea", Scope: "acme/prod/bot1"},
+		{Relation: "knows", Tags: []string{"all"}, Scope: "acme/prod"}, {Subject: "carol", Scope: "acme/nothing"},
+	}
 	// Every subject/relation/object pattern, with values that exist and one that does not.
 	for _, s := range []string{"", "alice", "BOB ", "nobody"} {
 		for _, r := range []string{"", "likes"} {
@@ -165,6 +170,7 @@ func testRecallPatterns(t *testing.T, db *lethe.DB) {
 		lethe.Query{Scope: "acme/prod"}, lethe.Query{Scope: "acme/pro"}, lethe.Query{UserID: "u1"},
 		lethe.Query{UserID: "nobody"}, lethe.Query{Tags: []string{"x"}}, lethe.Query{Tags: []string{"x", "all"}},
 		lethe.Query{Tags: []string{"x", "y"}}, lethe.Query{Subject: "alice", Scope: "acme", UserID: "u2"},
+
 		lethe.Query{Subject: "carol", Tags: []string{"y"}, Type: "fact"},
 	)
 	norm := func(s string) string { return strings.ToLower(strings.TrimSpace(s)) }

@@ -299,6 +299,19 @@ func (k *Keyring) IndexKeys(ctx context.Context, memory, prefix string) ([]Scope
 	for _, r := range scopes {
 		recs[r.Name] = r
 	}
+	// A scope's index key derives from every key on its path, so the
+	// prefix's ancestors are needed too (a/b needs a).
+	prefixes := grains.ScopePrefixes(prefix)
+	for _, p := range prefixes[:max(0, len(prefixes)-1)] {
+		r, err := k.key(ctx, memory, KindScope, p, false)
+		if errors.Is(err, ErrNoKey) {
+			return nil, nil // an ancestor has no key: nothing below it exists
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs[p] = r
+	}
 	for _, s := range scopes {
 		c, err := k.scopeIndex(ctx, mk, s.Name, recs)
 		if err != nil {
