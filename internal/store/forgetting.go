@@ -40,9 +40,9 @@ type OpRow struct {
 const opColumns = "id, hash, type, namespace, scope, importance, salience, pinned, archived, created_us, " +
 	"last_retrieved_us, retrieval_count, supersedes, superseded_by, user_key_id, user_ref"
 
-func scanOps(rows *sql.Rows) ([]OpRow, error) {
+func scanOps(rows *sql.Rows, capacity int) ([]OpRow, error) {
 	defer rows.Close()
-	var out []OpRow
+	out := make([]OpRow, 0, capacity)
 	for rows.Next() {
 		var r OpRow
 		if err := rows.Scan(&r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
@@ -100,7 +100,7 @@ func (db *DB) ScanOps(ctx context.Context, s OpScan) ([]OpRow, error) {
 	if err != nil {
 		return nil, translate(err, "scan grains")
 	}
-	return scanOps(rows)
+	return scanOps(rows, s.Limit)
 }
 
 // CountLive returns the number of unarchived newest versions in memory: the
@@ -139,7 +139,7 @@ func opsWhere[T any](tx *gorm.DB, cond string, memory string, list []T, lock boo
 		if err != nil {
 			return nil, translate(err, "read grains")
 		}
-		part, err := scanOps(rows)
+		part, err := scanOps(rows, 0)
 		if err != nil {
 			return nil, err
 		}
