@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 
@@ -11,15 +12,21 @@ import (
 )
 
 // CountRow counts the grain rows of a memory per scope path (Kind "scope")
-// and per user key id (Kind "user"). Every insert and delete adjusts it in
-// its own transaction, so an erasure reads its count in O(scopes) instead of
+// and per user key id (Kind "user"), split over countShards rows so that
+// concurrent writers to one scope rarely wait on the same row; a count is
+// the sum over shards. Every insert and delete adjusts it in its own
+// transaction, so an erasure reads its count in O(scopes) instead of
 // scanning the grains it makes unreadable.
 type CountRow struct {
 	Memory string `gorm:"primaryKey;size:64"`
 	Kind   string `gorm:"primaryKey;size:8"`
 	Name   string `gorm:"primaryKey;size:512"`
+	Shard  int    `gorm:"primaryKey;autoIncrement:false"`
 	N      int64  `gorm:"not null"`
 }
+
+// countShards is how many rows each counter is split over.
+const countShards = 16
 
 // TableName is the counter table.
 func (CountRow) TableName() string { return "grain_counts" }
@@ -40,9 +47,10 @@ func (c counter) add(scope string, userKeyID int64, d int64) {
 // counter rows in the same order and cannot deadlock.
 func (c counter) sorted(memory string) []CountRow {
 	out := make([]CountRow, 0, len(c))
+	shard := rand.IntN(countShards)
 	for k, n := range c {
 		if n != 0 {
-			out = append(out, CountRow{Memory: memory, Kind: k.kind, Name: k.name, N: n})
+			out = append(out, CountRow{Memory: memory, Kind: k.kind, Name: k.name, Shard: shard, N: n})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -54,27 +62,32 @@ func (c counter) sorted(memory string) []CountRow {
 	return out
 }
 
+// adjustCounts applies c in one multi-row upsert.
 func adjustCounts(tx *gorm.DB, memory string, c counter) error {
-	for _, r := range c.sorted(memory) {
-		err := tx.Clauses(clause.OnConflict{
-			Columns:   []clause.Column{{Name: "memory"}, {Name: "kind"}, {Name: "name"}},
-			DoUpdates: clause.Assignments(map[string]any{"n": gorm.Expr("grain_counts.n + excluded.n")}),
-		}).Create(&r).Error
-		if err != nil {
-			return translate(err, "count grains")
-		}
+	rows := c.sorted(memory)
+	if len(rows) == 0 {
+		return nil
 	}
-	return nil
+	err := tx.Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "memory"}, {Name: "kind"}, {Name: "name"}, {Name: "shard"}},
+		DoUpdates: clause.Assignments(map[string]any{"n": gorm.Expr("grain_counts.n + excluded.n")}),
+	}).CreateInBatches(rows, chunk/2).Error
+	return translate(err, "count grains")
 }
 
 func adjustCountsPG(ctx context.Context, tx pgx.Tx, memory string, c counter) error {
-	for _, r := range c.sorted(memory) {
-		if _, err := tx.Exec(ctx, `INSERT INTO grain_counts (memory, kind, name, n) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (memory, kind, name) DO UPDATE SET n = grain_counts.n + excluded.n`, r.Memory, r.Kind, r.Name, r.N); err != nil {
-			return err
-		}
+	rows := c.sorted(memory)
+	if len(rows) == 0 {
+		return nil
 	}
-	return nil
+	kinds, names, shards, ns := make([]string, len(rows)), make([]string, len(rows)), make([]int32, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		kinds[i], names[i], shards[i], ns[i] = r.Kind, r.Name, int32(r.Shard), r.N
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO grain_counts (memory, kind, name, shard, n)
+		SELECT $1, k, nm, sh, d FROM unnest($2::text[], $3::text[], $4::int[], $5::bigint[]) AS t(k, nm, sh, d)
+		ON CONFLICT (memory, kind, name, shard) DO UPDATE SET n = grain_counts.n + excluded.n`, memory, kinds, names, shards, ns)
+	return err
 }
 
 // countUser returns the number of grain rows of a user key.
