@@ -76,7 +76,9 @@ func checkLeaves() int {
 			}
 		}
 	}
-	if len(allLeaves.leaves) == 0 && allLeaves.opened > 0 {
+	// A full run opens dozens of stores that write events; if none reached
+	// the check, the check itself is broken. (A single test may write none.)
+	if len(allLeaves.leaves) == 0 && allLeaves.opened >= 10 {
 		fmt.Fprintln(os.Stderr, "no audit leaves were collected: the leaf check checked nothing")
 		return 1
 	}

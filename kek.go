@@ -111,3 +111,25 @@ func kekErr(err error) error {
 	}
 	return grains.Wrap(grains.CodeUnavailable, "key-encryption key unavailable", err)
 }
+
+// checker is a KEK that can tell whether it is reachable (Vault).
+type checker interface {
+	Check(ctx context.Context) error
+}
+
+// Ready reports whether the store, the KEK and the audit log answer. It
+// names the failing part, with code unavailable.
+func (db *DB) Ready(ctx context.Context) error {
+	if err := db.store.Ping(ctx); err != nil {
+		return grains.Wrap(grains.CodeUnavailable, "store not ready", err)
+	}
+	if c, ok := db.kek.(checker); ok {
+		if err := c.Check(ctx); err != nil {
+			return grains.Wrap(grains.CodeUnavailable, "key-encryption key not ready", err)
+		}
+	}
+	if _, _, err := db.log.Root(ctx); err != nil {
+		return grains.Wrap(grains.CodeUnavailable, "audit log not ready", err)
+	}
+	return nil
+}

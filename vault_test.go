@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -222,5 +223,23 @@ func BenchmarkAddBatchVault(b *testing.B) {
 			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "grains/s")
 			b.ReportMetric(float64(counting.wraps.Load()+counting.unwraps.Load())*1000/float64(n), "vault-calls/1k")
 		})
+	}
+}
+
+// TestReady reports each part that does not answer.
+func TestReady(t *testing.T) {
+	v := testenv.VaultDev(t)
+	db := openDB(t, lethe.Config{DataDir: t.TempDir(), KEK: vaultKEK(t, v.Addr, v.Token, false)})
+	ctx := context.Background()
+	if err := db.Ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	v.Seal(t)
+	if err := db.Ready(ctx); lethe.ErrorCode(err) != "unavailable" || !strings.Contains(err.Error(), "key-encryption key") {
+		t.Errorf("ready with Vault sealed: %v", err)
+	}
+	v.Unseal(t)
+	if err := db.Ready(ctx); err != nil {
+		t.Errorf("ready after unseal: %v", err)
 	}
 }
