@@ -49,7 +49,8 @@ type DecayConfig struct {
 	StrengthDays float64 `yaml:"strength_days"`  // ebbinghaus
 	Threshold    float64 `yaml:"threshold"`
 	MinAgeDays   int     `yaml:"min_age_days"`
-	// Batch bounds the grains one purge forgets; the caller stops there.
+	// Batch is the number of candidates the purge forgets per transaction
+	// (and per audit event); a purge forgets every candidate, batch by batch.
 	Batch int `yaml:"batch"`
 	// Namespace scopes the purge to one namespace; "" means every
 	// namespace.

@@ -133,7 +133,9 @@ func opsWhere[T any](tx *gorm.DB, cond string, memory string, list []T, lock boo
 	for i := 0; i < len(list); i += chunk {
 		q := tx.Model(&GrainRow{}).Select(opColumns).Where(cond, memory, list[i:min(i+chunk, len(list))])
 		if lock && tx.Dialector.Name() == Postgres {
-			q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+			// Lock in hash order, the order RecordRetrievals updates in, so
+			// a policy batch and the retrieval writer cannot deadlock.
+			q = q.Order("hash").Clauses(clause.Locking{Strength: "UPDATE"})
 		}
 		rows, err := q.Rows()
 		if err != nil {
