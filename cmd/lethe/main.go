@@ -67,6 +67,7 @@ var commands = map[string]command{
 	"history":   cmdHistory,
 	"forget":    cmdForget,
 	"hold":      cmdHold,
+	"export":    cmdExport,
 	"audit":     cmdAudit,
 	"keys":      cmdKeys,
 	"purge":     cmdPurge,
@@ -119,6 +120,8 @@ Usage:
                                            hard-delete grains and every version (needs --yes)
   lethe forget user U | forget scope PATH | forget memory
                                            crypto-erase: destroy one key, print the proof (needs --yes)
+  lethe export --user U --recipient age1... [--out FILE]
+                                           everything held about a user, age-encrypted to the requester
   lethe hold set --scope PATH | --user U   place a legal hold; prints its id
   lethe hold release ID | hold list
   lethe purge stale [--half-life D] [--threshold T] [--min-age-days N] [--batch B]
