@@ -800,6 +800,7 @@ func isListing(q *Query) bool {
 // afterRecall ranks a recall's page (unless it is a listing), queues the
 // retrieval statistics of what it returns, and fires query_complete.
 func (db *DB) afterRecall(q *Query, gs []Grain) {
+	db.trigger(q.Memory, TriggerQueryComplete)
 	if len(gs) == 0 {
 		return
 	}
@@ -812,7 +813,6 @@ func (db *DB) afterRecall(q *Query, gs []Grain) {
 		hashes[i] = gs[i].Hash
 	}
 	db.trackRetrievals(now, hashes)
-	db.trigger(q.Memory, TriggerQueryComplete)
 }
 
 // rank orders gs by relevance (1 for every exact match) times the

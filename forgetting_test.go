@@ -913,3 +913,37 @@ FROM generate_series($1::bigint, $2::bigint) AS i`, lo, hi, now, day); err != ni
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(res.Candidates), "candidates")
 }
+
+// Under the scheduler, writes and recalls fire the ladder's triggers.
+func TestSchedulerTriggers(t *testing.T) {
+	for _, tc := range []struct {
+		trigger string
+		fire    func(t *testing.T, db *lethe.DB)
+	}{
+		{"ingest_complete", func(t *testing.T, db *lethe.DB) {}},
+		{"query_complete", func(t *testing.T, db *lethe.DB) {
+			if _, err := db.Recall(context.Background(), lethe.Query{Subject: "someone else"}); err != nil {
+				t.Fatal(err)
+			}
+			mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "someone else"})
+			if _, err := db.Recall(context.Background(), lethe.Query{Subject: "someone else"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.trigger, func(t *testing.T) {
+			pol := policy(t, "ladder:\n  soft_limit: 1\n  triggers: ["+tc.trigger+"]\n")
+			forEachStore(t, lethe.Config{Policy: pol, Schedule: true}, func(t *testing.T, db *lethe.DB) {
+				h := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "faint", Salience: 0.01})
+				tc.fire(t, db)
+				eventually(t, tc.trigger+" archive", func() bool {
+					g, err := db.Get(context.Background(), "", h)
+					return err == nil && g.Archived
+				})
+				if ev := leaves(t, db, proofs.EventPolicyRun, "ladder"); len(ev) != 1 || ev[0].Reason != tc.trigger {
+					t.Errorf("ladder runs: %d", len(ev))
+				}
+			})
+		})
+	}
+}
