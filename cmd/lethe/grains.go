@@ -264,6 +264,7 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("forget")
 	subject := fs.String("subject", "", "")
 	user := fs.String("user", "", "")
+	force := fs.Bool("force", false, "")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -287,7 +288,19 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := db.Forget(ctx, sel)
+	forget := db.Forget
+	if *force {
+		// Overrides protection rules (pinned, protected types, importance),
+		// never a legal hold; the event records the override.
+		f, ok := db.(interface {
+			ForceForget(context.Context, lethe.Selector) (*lethe.ForgetResult, error)
+		})
+		if !ok {
+			return usagef("--force is not available here")
+		}
+		forget = f.ForceForget
+	}
+	res, err := forget(ctx, sel)
 	if err != nil {
 		return err
 	}

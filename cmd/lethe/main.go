@@ -116,8 +116,9 @@ Usage:
   lethe inspect HASH                       show one grain (superseded or archived too)
   lethe supersede HASH TYPE field=value... write a new version, print its hash
   lethe history HASH                       show the version chain, newest first
-  lethe forget HASH... | --subject S | --user U
-                                           hard-delete grains and every version (needs --yes)
+  lethe forget HASH... | --subject S | --user U [--force]
+                                           hard-delete grains and every version (needs --yes;
+                                           --force overrides protection rules, never a hold)
   lethe forget user U | forget scope PATH | forget memory
                                            crypto-erase: destroy one key, print the proof (needs --yes)
   lethe export --user U --recipient age1... [--out FILE]

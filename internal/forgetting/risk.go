@@ -109,14 +109,14 @@ func (c RiskConfig) Protected(f Facts) (protected bool, reason, hint string) {
 	switch {
 	case f.Pinned:
 		return true, "the grain is pinned",
-			"unpin it first (supersede it with pinned=false), then forget it"
+			"a data-protection officer can override protection: lethe forget --force, or \"force\": true in the API"
 	case slices.Contains(c.ProtectedTypes, f.Type):
 		return true, fmt.Sprintf("grains of type %q are protected by policy (risk.protected_types)", f.Type),
-			"supersede it with another type first, or remove the type from risk.protected_types in the policy"
+			"a data-protection officer can override protection (lethe forget --force, or \"force\": true in the API), or remove the type from risk.protected_types in the policy"
 	case f.importance() >= c.ProtectImportance:
 		return true, fmt.Sprintf("importance %s is at or above the protection threshold %s (risk.protect_importance)",
 				formatFloat(f.importance()), formatFloat(c.ProtectImportance)),
-			"supersede it with a lower importance first, or raise risk.protect_importance in the policy"
+			"a data-protection officer can override protection (lethe forget --force, or \"force\": true in the API), or raise risk.protect_importance in the policy"
 	}
 	return false, "", ""
 }

@@ -14,9 +14,9 @@ type GrainRow struct {
 	Type            string  `gorm:"size:32;not null"`
 	Namespace       string  `gorm:"size:128;not null"`
 	Scope           string  `gorm:"size:512;not null;index:idx_grains_scope,priority:2"`
-	Importance      float64 `gorm:"not null"`
-	Confidence      float64 `gorm:"not null"`
-	Salience        float64 `gorm:"not null"`
+	Importance      float64 `gorm:"type:double precision;not null"`
+	Confidence      float64 `gorm:"type:double precision;not null"`
+	Salience        float64 `gorm:"type:double precision;not null"`
 	Pinned          bool    `gorm:"not null"`
 	Archived        bool    `gorm:"not null"`
 	CreatedUS       int64   `gorm:"column:created_us;not null"`
