@@ -19,7 +19,9 @@ const chunk = 500
 
 // withEpoch selects grain rows with their memory's erase epoch, read in the
 // same statement so that a reader sees an erase no later than its rows.
-const withEpoch = "grains.*, COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = grains.memory), 0) AS erase_epoch"
+// The subquery is not correlated (the memory is a parameter), so it runs
+// once per statement rather than once per row.
+const withEpoch = "grains.*, COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = ?), 0) AS erase_epoch"
 
 // chainIDs returns the distinct key ids of the rows' chains.
 func chainIDs(rows []*GrainRow) ([]int64, error) {
@@ -133,7 +135,7 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 // GrainByHash returns the grain with hash in memory, or a not_found error.
 func (db *DB) GrainByHash(ctx context.Context, memory, hash string) (*GrainRow, error) {
 	var rows []GrainRow
-	if err := db.gorm.WithContext(ctx).Select(withEpoch).Where("hash = ? AND memory = ?", hash, memory).Limit(1).Find(&rows).Error; err != nil {
+	if err := db.gorm.WithContext(ctx).Select(withEpoch, memory).Where("hash = ? AND memory = ?", hash, memory).Limit(1).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read grain")
 	}
 	if len(rows) == 0 {
@@ -237,7 +239,7 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 	if f.empty() {
 		return nil, nil
 	}
-	q := db.where(db.gorm.WithContext(ctx).Select(withEpoch), &f).Order("id DESC")
+	q := db.where(db.gorm.WithContext(ctx).Select(withEpoch, f.Memory), &f).Order("id DESC")
 	if f.Limit > 0 {
 		q = q.Limit(f.Limit)
 	}
