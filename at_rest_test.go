@@ -76,6 +76,15 @@ func TestNothingInClearSQLite(t *testing.T) {
 		}
 	}
 	check("open")
+	for _, f := range []string{"lethe.db", "lethe.db-wal", "kek.age", "audit.key"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %v: readable by others", f, st.Mode().Perm())
+		}
+	}
 	collectLeaves(t, db)
 	db.Close()
 	check("closed")

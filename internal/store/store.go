@@ -17,6 +17,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"log/slog"
 	"net"
 	"strings"
@@ -112,6 +114,17 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err := db.migrate(ctx); err != nil {
 		sqlDB.Close()
 		return nil, err
+	}
+	if cfg.Dialect == SQLite {
+		// The database holds wrapped keys and ciphertext: owner only, like
+		// the KEK beside it. SQLite gives the -wal and -shm files the main
+		// file's mode, and they exist by now (WAL mode, after migrating).
+		for _, f := range []string{cfg.DSN, cfg.DSN + "-wal", cfg.DSN + "-shm"} {
+			if err := os.Chmod(f, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				sqlDB.Close()
+				return nil, fmt.Errorf("store: restrict %s: %w", f, err)
+			}
+		}
 	}
 	return db, nil
 }
