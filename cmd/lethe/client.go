@@ -445,3 +445,12 @@ func (c *client) RiskSweep(ctx context.Context, memory string, opts lethe.RiskOp
 	}
 	return &out, nil
 }
+
+// ExportUser fetches a subject access export (an armored age file).
+func (c *client) ExportUser(ctx context.Context, memory, userID, recipient string) ([]byte, error) {
+	var out []byte
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(memory)+"/export", api.ExportRequest{UserID: &userID, Recipient: &recipient}, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

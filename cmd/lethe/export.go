@@ -3,6 +3,18 @@ package main
 import (
 	"context"
 	"os"
+
+	"github.com/lethe-io/lethe"
+)
+
+// exporter makes subject access exports: the embedded store, or a server.
+type exporter interface {
+	ExportUser(ctx context.Context, memory, userID, recipient string) ([]byte, error)
+}
+
+var (
+	_ exporter = (*lethe.DB)(nil)
+	_ exporter = (*client)(nil)
 )
 
 // cmdExport runs "lethe export --user U --recipient age1... [--out FILE]":
@@ -19,11 +31,15 @@ func cmdExport(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 0 || *user == "" || *recipient == "" {
 		return usagef("usage: lethe export --user U --recipient age1... [--out FILE]")
 	}
-	db, err := e.open(ctx)
+	be, err := e.backend(ctx)
 	if err != nil {
 		return err
 	}
-	b, err := db.ExportUser(ctx, e.memory, *user, *recipient)
+	x, ok := be.(exporter)
+	if !ok {
+		return errRemote("export")
+	}
+	b, err := x.ExportUser(ctx, e.memory, *user, *recipient)
 	if err != nil {
 		return err
 	}

@@ -163,6 +163,10 @@ func testServe(t *testing.T, pg []string) {
 		t.Errorf("erase under a hold: %v", err)
 	}
 	mustCLI(t, r("hold", "release", hold)...)
+	// A subject access export through the server: armored age, never clear.
+	if out := mustCLI(t, r("export", "--user", "serve-u2-e07", "--recipient", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p")...); !strings.HasPrefix(out, "-----BEGIN AGE ENCRYPTED FILE-----") || strings.Contains(out, "serve-carol") {
+		t.Errorf("export over the server: %q", out)
+	}
 	proof, errs, err := cli(t, r("forget", "user", "serve-u2-e07", "--yes")...)
 	if err != nil || !strings.Contains(errs, "erased 1 grain(s)") {
 		t.Fatalf("forget user: %v %s", err, errs)

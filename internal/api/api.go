@@ -55,6 +55,7 @@ type Library interface {
 	Auditor
 	Eraser
 	Forgetter
+	Exporter
 }
 
 var _ Library = (*lethe.DB)(nil)
@@ -168,6 +169,7 @@ func (s *Server) routes() *gin.Engine {
 	m.GET("/grains/:hash/history", s.allow(auth.Reader), s.history)
 	m.POST("/forget", s.allow(auth.DPO), s.forget)
 	m.POST("/forget-user", s.allow(auth.DPO), s.forgetUser)
+	m.POST("/export", s.allow(auth.DPO), s.exportUser)
 	m.POST("/scope-erase", s.allow(auth.DPO), s.scopeErase)
 	m.POST("/erase", s.allow(auth.DPO), s.eraseMemory)
 	m.GET("/holds", s.allow(auth.DPO), s.listHolds)

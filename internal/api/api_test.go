@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
+	"filippo.io/age/armor"
+
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
 	"github.com/lethe-io/lethe/internal/auth"
@@ -387,6 +390,7 @@ func testRoles(f *fixture) {
 		{"history", "GET", "/api/memories/default/grains/" + zero + "/history", nil, []auth.Role{auth.Reader}},
 		{"forget", "POST", "/api/memories/default/forget", map[string]any{"blob_hash": zero}, []auth.Role{auth.DPO}},
 		{"forget-user", "POST", "/api/memories/default/forget-user", map[string]any{"user_id": "nobody"}, []auth.Role{auth.DPO}},
+		{"export", "POST", "/api/memories/default/export", map[string]any{"user_id": "nobody", "recipient": "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}, []auth.Role{auth.DPO}},
 		{"scope-erase", "POST", "/api/memories/default/scope-erase", map[string]any{"scope": "nothing/here"}, []auth.Role{auth.DPO}},
 		{"erase", "POST", "/api/memories/default/erase", map[string]any{"confirm": "not-this-one"}, []auth.Role{auth.DPO}},
 		{"list holds", "GET", "/api/memories/default/holds", nil, []auth.Role{auth.DPO}},
@@ -786,6 +790,29 @@ func testErasure(f *fixture) {
 	u1 := f.add(admin, "er", api.GrainInput{Type: "fact", Subject: alice, UserID: userU1, Scope: "a/b"})
 	u1b := f.add(admin, "er", api.GrainInput{Type: "fact", Subject: alice, Object: "2", UserID: userU1, Scope: "c"})
 	other := f.add(admin, "er", api.GrainInput{Type: "fact", Subject: bob, UserID: userU2, Scope: "c"})
+
+	// Subject access export before the erasure: an armored age file that
+	// opens with the requester's identity and holds only the user's grains.
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	x := f.call(admin, "POST", base+"/export", map[string]any{"user_id": userU1, "recipient": id.Recipient().String()})
+	f.want(x, 200, "")
+	if bytes.Contains(x.body, []byte(alice)) {
+		f.t.Error("the export travels in clear")
+	}
+	r, err := age.Decrypt(armor.NewReader(bytes.NewReader(x.body)), id)
+	if err != nil {
+		f.t.Fatalf("export does not open: %v", err)
+	}
+	var doc lethe.Export
+	if err := json.NewDecoder(r).Decode(&doc); err != nil || doc.Count != 2 || doc.UserID != userU1 {
+		f.t.Errorf("export document: %v %+v", err, doc)
+	}
+	f.want(f.call(admin, "POST", base+"/export", map[string]any{"user_id": userU1, "recipient": "nope"}), 400, "invalid_argument")
+	f.want(f.call(admin, "POST", base+"/export", map[string]any{"user_id": userU1}), 400, "invalid_argument")
+	f.want(f.call(admin, "POST", base+"/export", map[string]any{"recipient": id.Recipient().String()}), 400, "empty_selector")
 
 	for _, body := range []string{`{}`, `{"user_id":""}`, `{"user_id":"  "}`} {
 		f.want(f.call(admin, "POST", base+"/forget-user", body), 400, "empty_selector")

@@ -199,6 +199,13 @@ type ForgetUserRequest struct {
 	UserID *string `json:"user_id"`
 }
 
+// ExportRequest is the body of POST .../export: the user, and the age
+// X25519 recipient ("age1...") the export is encrypted to.
+type ExportRequest struct {
+	UserID    *string `json:"user_id"`
+	Recipient *string `json:"recipient"`
+}
+
 // ScopeEraseRequest is the body of POST .../scope-erase.
 type ScopeEraseRequest struct {
 	Scope *string `json:"scope"`
