@@ -283,9 +283,14 @@ func (db *DB) checkpointAt(ctx context.Context, size uint64) (*audit.SignedCheck
 	if err != nil {
 		return nil, err
 	}
+	return signedOf(row), nil
+}
+
+// signedOf converts a stored checkpoint.
+func signedOf(row *store.CheckpointRow) *audit.SignedCheckpoint {
 	cp := &audit.SignedCheckpoint{Size: uint64(row.Size), Note: row.Note}
 	copy(cp.Root[:], row.Root)
-	return cp, nil
+	return cp
 }
 
 // AuditKey returns the log's public key as a note verifier key
@@ -375,9 +380,7 @@ func (o outbox) LatestCheckpoint(ctx context.Context) (*audit.SignedCheckpoint, 
 	if err != nil || row == nil {
 		return nil, err
 	}
-	cp := &audit.SignedCheckpoint{Size: uint64(row.Size), Note: row.Note}
-	copy(cp.Root[:], row.Root)
-	return cp, nil
+	return signedOf(row), nil
 }
 
 func (o outbox) SaveCheckpoint(ctx context.Context, c audit.SignedCheckpoint) error {

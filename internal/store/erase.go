@@ -408,7 +408,7 @@ func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, err
 	return deleted, err
 }
 
-// CheckLive fails with code erased unless every key id is live. On
+// checkLive fails with code erased unless every key id is live. On
 // PostgreSQL it share-locks the key rows, so an erase cannot commit
 // between this check and the caller's commit.
 func checkLive(tx *gorm.DB, dialect string, ids []int64) error {

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/keys"
 )
 
 // chunk bounds the number of bound parameters per statement.
@@ -32,17 +31,26 @@ func chainIDs(rows []*GrainRow) ([]int64, error) {
 			continue
 		}
 		seen[r.KeyChain] = true
-		for _, p := range strings.Split(r.KeyChain, ".") {
-			id, err := strconv.ParseInt(p, 10, 64)
-			if err != nil {
-				return nil, grains.Errorf(grains.CodeInternal, "corrupt key chain id")
-			}
+		chain, err := keys.ParseChainID(r.KeyChain)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range chain {
 			if !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
 	}
 	return ids, nil
+}
+
+// countFresh returns the counter deltas of newly stored rows.
+func countFresh(fresh []*GrainRow) counter {
+	c := counter{}
+	for _, r := range fresh {
+		c.add(r.Scope, r.UserKeyID, 1)
+	}
+	return c
 }
 
 // InsertGrains stores rows of one memory in one transaction and returns
@@ -111,11 +119,7 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 	if err := tx.CreateInBatches(fresh, chunk).Error; err != nil {
 		return nil, translate(err, "insert grains")
 	}
-	c := counter{}
-	for _, r := range fresh {
-		c.add(r.Scope, r.UserKeyID, 1)
-	}
-	if err := adjustCounts(tx, memory, c); err != nil {
+	if err := adjustCounts(tx, memory, countFresh(fresh)); err != nil {
 		return nil, err
 	}
 	var tags []TagRow

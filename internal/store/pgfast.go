@@ -117,11 +117,7 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, memory string, rows []*Grain
 			return nil, err
 		}
 	}
-	c := counter{}
-	for _, r := range fresh {
-		c.add(r.Scope, r.UserKeyID, 1)
-	}
-	if err := adjustCountsPG(ctx, tx, memory, c); err != nil {
+	if err := adjustCountsPG(ctx, tx, memory, countFresh(fresh)); err != nil {
 		return nil, err
 	}
 	return out, nil
