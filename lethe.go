@@ -26,6 +26,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -260,13 +261,9 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		rows := make([]*store.GrainRow, len(batch))
-		for i := range batch {
-			row, err := db.seal(ctx, &batch[i])
-			if err != nil {
-				return nil, err
-			}
-			rows[i] = row
+		rows, err := db.sealAll(ctx, batch)
+		if err != nil {
+			return nil, err
 		}
 		hs, err := db.store.InsertGrains(ctx, batch[0].Memory, rows)
 		if grains.ErrorCode(err) == grains.CodeErased && attempt == 0 {
@@ -282,8 +279,41 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 	}
 }
 
-// warmChains resolves the distinct key chains of a batch concurrently, so
-// a batch that brings many new users waits for their key wraps in parallel.
+// sealParallel is the batch size from which sealAll uses every core.
+const sealParallel = 64
+
+// sealAll seals a batch whose key chains are warm, on every core for large
+// batches: sealing and tokens are most of a batch's client-side cost, and
+// the database waits for them.
+func (db *DB) sealAll(ctx context.Context, batch []Grain) ([]*store.GrainRow, error) {
+	rows := make([]*store.GrainRow, len(batch))
+	workers := runtime.GOMAXPROCS(0)
+	if len(batch) < sealParallel || workers < 2 {
+		workers = 1
+	}
+	per := (len(batch) + workers - 1) / workers
+	g, gctx := errgroup.WithContext(ctx)
+	for lo := 0; lo < len(batch); lo += per {
+		g.Go(func() error {
+			for i := lo; i < min(lo+per, len(batch)); i++ {
+				row, err := db.seal(gctx, &batch[i])
+				if err != nil {
+					return err
+				}
+				rows[i] = row
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// warmChains resolves the distinct key chains of a batch that are not
+// cached, concurrently, so a batch that brings many new users waits for
+// their key wraps in parallel.
 func (db *DB) warmChains(ctx context.Context, batch []Grain) error {
 	type chainKey struct{ scope, user string }
 	seen := make(map[chainKey]bool)
@@ -292,7 +322,9 @@ func (db *DB) warmChains(ctx context.Context, batch []Grain) error {
 		k := chainKey{batch[i].Scope, batch[i].UserID}
 		if !seen[k] {
 			seen[k] = true
-			todo = append(todo, k)
+			if !db.ring.HasWriteChain(batch[0].Memory, k.scope, k.user) {
+				todo = append(todo, k)
+			}
 		}
 	}
 	if len(todo) < 2 {
@@ -351,14 +383,14 @@ func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
 		Importance: g.Importance, Confidence: g.Confidence, Salience: g.Salience, Pinned: g.Pinned,
 		CreatedUS: g.CreatedAt.UnixMicro(), Supersedes: g.Supersedes, KeyChain: c.ID,
 		UserKeyID: c.UserKeyID, UserRef: c.UserRef,
-		SubjectTok:  index.Value(c.IndexKey, index.Subject, g.Subject),
-		RelationTok: index.Value(c.IndexKey, index.Relation, g.Relation),
-		ObjectTok:   index.Value(c.IndexKey, index.Object, g.Object),
-		DedupTok:    index.Token(c.IndexKey, index.Dedup, grains.DedupMaterial(g)),
+		SubjectTok:  c.Index.Value(index.Subject, g.Subject),
+		RelationTok: c.Index.Value(index.Relation, g.Relation),
+		ObjectTok:   c.Index.Value(index.Object, g.Object),
+		DedupTok:    c.Index.Token(index.Dedup, grains.DedupMaterial(g)),
 		Blob:        blob,
 	}
 	for _, t := range g.Tags {
-		row.Tags = append(row.Tags, store.TagRow{Token: index.Value(c.IndexKey, index.Tag, t)})
+		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
 	}
 	return row, nil
 }

@@ -5,15 +5,15 @@
 // A token is HMAC-SHA256(index key, field || 0x00 || normalised value),
 // truncated to 16 bytes. The index key derives from the memory and scope key
 // chain (see internal/keys), so equal values in different scopes give
-// different tokens and a scope's tokens die with its key. The triple index
-// answers every subject/relation/object pattern: the store keeps the tokens
-// in three composite indexes (SRO, ROS, OSR) whose prefixes cover all seven
-// patterns.
+// different tokens and a scope's tokens die with its key. The store indexes
+// each of the subject, relation and object token columns, so every
+// subject/relation/object pattern is answered by an index.
 package index
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"hash"
 
 	"github.com/lethe-io/lethe/internal/grains"
 )
@@ -34,11 +34,46 @@ const (
 // object and tag values are normalised with grains.NormalizeValue; dedup
 // material is used as given.
 func Token(key []byte, field string, value []byte) []byte {
-	m := hmac.New(sha256.New, key)
+	return token(hmac.New(sha256.New, key), field, value)
+}
+
+func token(m hash.Hash, field string, value []byte) []byte {
 	m.Write([]byte(field))
 	m.Write([]byte{0})
 	m.Write(value)
 	return m.Sum(nil)[:Size]
+}
+
+// Key is an index key prepared for making many tokens: HMAC's keyed state
+// is computed once and cloned for each token, which saves two of a short
+// token's four SHA-256 blocks. It gives the same tokens as Token and Value,
+// and is safe for concurrent use.
+type Key struct {
+	key  []byte
+	base hash.Hash
+}
+
+// NewKey prepares key.
+func NewKey(key []byte) *Key {
+	return &Key{key: key, base: hmac.New(sha256.New, key)}
+}
+
+// Token is Token(key, field, value).
+func (k *Key) Token(field string, value []byte) []byte {
+	if c, ok := k.base.(hash.Cloner); ok {
+		if m, err := c.Clone(); err == nil {
+			return token(m.(hash.Hash), field, value)
+		}
+	}
+	return Token(k.key, field, value)
+}
+
+// Value is Value(key, field, value).
+func (k *Key) Value(field, value string) []byte {
+	if value == "" {
+		return nil
+	}
+	return k.Token(field, []byte(grains.NormalizeValue(value)))
 }
 
 // Value returns the token of a normalised text value, or nil for "".

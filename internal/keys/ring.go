@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/index"
 )
 
 // Chain is the resolved key chain of one (memory, scope, user): what a grain
@@ -26,6 +27,8 @@ type Chain struct {
 	GrainKey []byte
 	// IndexKey makes blind tokens for the chain's scope.
 	IndexKey []byte
+	// Index is IndexKey prepared (nil on chains made for queries).
+	Index *index.Key
 	// UserRef is HMAC(memory user-ref key, user id), 16 bytes; nil without a user.
 	UserRef []byte
 	// UserKeyID is the id of the user's key, 0 without a user.
@@ -161,10 +164,23 @@ func userRef(memoryKey []byte, userID string) []byte {
 	return m.Sum(nil)[:16]
 }
 
+func writeChainKey(memory, scope, userID string) string {
+	return memory + "\x00" + scope + "\x00" + userID
+}
+
+// HasWriteChain reports whether WriteChain(memory, scope, userID) would be
+// answered from the cache.
+func (k *Keyring) HasWriteChain(memory, scope, userID string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.chains.get(writeChainKey(memory, scope, userID))
+	return ok
+}
+
 // WriteChain returns the chain for writing a grain of (memory, scope,
 // userID), creating any key that does not exist yet.
 func (k *Keyring) WriteChain(ctx context.Context, memory, scope, userID string) (*Chain, error) {
-	ck := memory + "\x00" + scope + "\x00" + userID
+	ck := writeChainKey(memory, scope, userID)
 	k.mu.Lock()
 	c, ok := k.chains.get(ck)
 	k.mu.Unlock()
@@ -187,6 +203,7 @@ func (k *Keyring) WriteChain(ctx context.Context, memory, scope, userID string) 
 	}
 	scopeID := strings.Join(ids, ".")
 	c = &Chain{IndexKey: derive("lethe/index-key/v1\x00"+scopeID, material...)}
+	c.Index = index.NewKey(c.IndexKey)
 	if userID != "" {
 		c.UserRef = userRef(mk.Wrapped, userID)
 		uk, err := k.key(ctx, memory, KindUser, hex.EncodeToString(c.UserRef), true)
