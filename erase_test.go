@@ -182,6 +182,28 @@ func TestEraseScope(t *testing.T) {
 	})
 }
 
+// An erase counts the grains it makes unreadable, never again those an
+// earlier erase made unreadable and the cleaner has not deleted yet.
+func TestEraseCountsOnlyReadableGrains(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		db.PauseCleaner()
+		population(t, db)
+		er, err := db.ForgetUser(ctx, "", "john")
+		if err != nil || er.Count != 5 {
+			t.Fatalf("ForgetUser = %+v, %v; want john's 5 grains", er, err)
+		}
+		er, err = db.EraseScope(ctx, "", "acme")
+		if err != nil || er.Count != 8 {
+			t.Fatalf("EraseScope = %+v, %v; want the 8 grains of jane and no user under acme (john's 4 are gone already)", er, err)
+		}
+		er, err = db.EraseMemory(ctx, "default")
+		if err != nil || er.Count != 2 {
+			t.Fatalf("EraseMemory = %+v, %v; want the 2 readable grains of the root scope", er, err)
+		}
+	})
+}
+
 func TestEraseMemory(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
 		ctx := context.Background()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/fnv"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,6 +186,12 @@ type EraseSpec struct {
 func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([]Event, error)) (*Erasure, error) {
 	var er *Erasure
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := lockMemory(tx, db.dialect, spec.Memory, true); err != nil {
+			return err
+		}
+		if err := db.finishCleanup(tx, spec.Memory); err != nil {
+			return err
+		}
 		var target []KeyRow
 		if err := tx.Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", spec.Memory, string(spec.Kind), spec.Name).
 			Limit(1).Find(&target).Error; err != nil {
@@ -201,7 +209,7 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([
 		var err error
 		switch spec.Kind {
 		case keys.KindUser:
-			count, err = countUser(tx, spec.Memory, key.ID)
+			count, err = countUser(tx, key.ID)
 		case keys.KindScope:
 			count, err = db.countScope(tx, spec.Memory, spec.Name, false)
 		default:
@@ -281,8 +289,12 @@ func (db *DB) checkEraseHolds(tx *gorm.DB, spec EraseSpec, keyID int64) error {
 			}
 			if h.Kind == "user" {
 				cond, args := db.underPrefix("scope", spec.Name)
+				ids, err := userKeyIDs(tx, spec.Memory, h.UserRef)
+				if err != nil {
+					return err
+				}
 				var n int64
-				if err := tx.Model(&GrainRow{}).Where("memory = ? AND user_ref = ?", spec.Memory, h.UserRef).Where(cond, args...).Limit(1).Count(&n).Error; err != nil {
+				if err := tx.Model(&GrainRow{}).Where("memory = ? AND user_key_id IN ?", spec.Memory, nonEmpty(ids)).Where(cond, args...).Limit(1).Count(&n).Error; err != nil {
 					return translate(err, "check holds")
 				}
 				if n > 0 {
@@ -350,9 +362,53 @@ func (db *DB) CleanupErased(ctx context.Context, limit int) (int, error) {
 }
 
 func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, error) {
-	keyID := strconv.FormatInt(j.KeyID, 10)
 	deleted := 0
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		deleted, err = db.cleanupJobTx(tx, j, limit)
+		return err
+	})
+	return deleted, err
+}
+
+// finishCleanup runs every pending cleanup job of memory to its end in tx,
+// so that the counters count readable rows only. An erase calls it under
+// the memory's exclusive lock before reading its count: rows an earlier
+// erase made unreadable, not yet deleted by the cleaner, would otherwise
+// be counted again. The cleaner runs seconds after each erase, so there is
+// usually nothing left to do.
+func (db *DB) finishCleanup(tx *gorm.DB, memory string) error {
+	var jobs []CleanupJob
+	if err := tx.Where("memory = ?", memory).Order("id").Find(&jobs).Error; err != nil {
+		return translate(err, "read cleanup jobs")
+	}
+	for _, j := range jobs {
+		if _, err := db.cleanupJobTx(tx, j, math.MaxInt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanupJobTx deletes up to limit rows of job j in tx, and the job once
+// none are left. It locks the job first, so that two cleaners (replicas,
+// or an erase's finishCleanup) never both delete, and count down, the same
+// rows.
+func (db *DB) cleanupJobTx(tx *gorm.DB, j CleanupJob, limit int) (int, error) {
+	var locked []CleanupJob
+	lq := tx.Where("id = ?", j.ID)
+	if db.dialect == Postgres {
+		lq = lq.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	if err := lq.Find(&locked).Error; err != nil {
+		return 0, translate(err, "lock cleanup job")
+	}
+	if len(locked) == 0 {
+		return 0, nil // finished by another cleaner
+	}
+	keyID := strconv.FormatInt(j.KeyID, 10)
+	deleted := 0
+	err := func() error {
 		q := tx.Model(&GrainRow{}).Select("id", "key_chain", "scope", "user_key_id").Where("memory = ?", j.Memory)
 		switch keys.Kind(j.Kind) {
 		case keys.KindUser:
@@ -404,24 +460,55 @@ func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, err
 			return translate(tx.Delete(&CleanupJob{}, j.ID).Error, "finish cleanup job")
 		}
 		return nil
-	})
+	}()
 	return deleted, err
 }
 
-// checkLive fails with code erased unless every key id is live. On
-// PostgreSQL it share-locks the key rows, so an erase cannot commit
+// checkLive fails with code erased unless every key id is live. It first
+// takes memory's write lock (see lockMemory), so an erase cannot commit
 // between this check and the caller's commit.
-func checkLive(tx *gorm.DB, dialect string, ids []int64) error {
-	q := tx.Model(&KeyRow{}).Select("id").Where("id IN ? AND destroyed_us = 0", ids)
-	if dialect == Postgres {
-		q = q.Clauses(clause.Locking{Strength: "SHARE"})
+func checkLive(tx *gorm.DB, dialect, memory string, ids []int64) error {
+	if err := lockMemory(tx, dialect, memory, false); err != nil {
+		return err
 	}
 	var live []int64
-	if err := q.Find(&live).Error; err != nil {
+	if err := tx.Model(&KeyRow{}).Select("id").Where("id IN ? AND destroyed_us = 0", ids).Find(&live).Error; err != nil {
 		return translate(err, "check data keys")
 	}
 	if len(live) != len(ids) {
 		return grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
 	}
 	return nil
+}
+
+// memoryLockClass is the first key of the PostgreSQL advisory locks on
+// memories ("leth"); the second is memoryLockKey. The two-key form is a
+// key space apart from the one-key locks of the sequencer and policies.
+const memoryLockClass = 0x6c657468
+
+// memoryLockKey is the FNV-1a hash of a memory name. Two memories with one
+// hash share a lock, which costs waits, never correctness.
+func memoryLockKey(memory string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(memory))
+	return int32(h.Sum32())
+}
+
+// lockMemory takes memory's write lock until the end of tx, on PostgreSQL:
+// shared by transactions that store grains under its keys, exclusive for
+// an erase. So an erase waits for the writes in flight, and reads its
+// count after they commit, which makes it exact; and a write that starts
+// after the erase sees the destroyed keys. A shared lock is one entry in
+// the server's lock table, where share-locking each key row of a batch
+// wrote every row. On SQLite, writers are serialized by the database.
+func lockMemory(tx *gorm.DB, dialect, memory string, exclusive bool) error {
+	if dialect != Postgres {
+		return nil
+	}
+	fn := "pg_advisory_xact_lock_shared"
+	if exclusive {
+		fn = "pg_advisory_xact_lock"
+	}
+	err := tx.Exec("SELECT "+fn+"(?, ?)", memoryLockClass, memoryLockKey(memory)).Error
+	return translate(err, "lock memory")
 }

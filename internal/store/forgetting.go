@@ -543,7 +543,7 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 			if err != nil {
 				return err
 			}
-			if err := checkLive(tx, db.dialect, ids); err != nil {
+			if err := checkLive(tx, db.dialect, memory, ids); err != nil {
 				return err
 			}
 			for _, n := range fresh {

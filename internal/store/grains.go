@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"sort"
@@ -66,7 +67,7 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow)
 		if db.dialect == Postgres {
 			err = db.pgTx(ctx, func(tx pgx.Tx) error {
 				var err error
-				out, err = insertGrainsPG(ctx, tx, memory, rows)
+				out, err = insertGrainsPG(ctx, tx, db.grainSeq, memory, rows)
 				return translatePG(err, "insert grains")
 			})
 		} else {
@@ -92,7 +93,7 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLive(tx, dialect, ids); err != nil {
+	if err := checkLive(tx, dialect, memory, ids); err != nil {
 		return nil, err
 	}
 	existing := make(map[string]string)
@@ -183,6 +184,8 @@ type Filter struct {
 	BeforeID int64
 	// Limit bounds the rows returned (0: no bound).
 	Limit int
+
+	userKeyIDs []int64 // the keys of UserRef's user, see resolve
 }
 
 func (f *Filter) empty() bool {
@@ -214,7 +217,7 @@ func (db *DB) where(tx *gorm.DB, f *Filter) *gorm.DB {
 		q = q.Where("id IN (SELECT grain_id FROM grain_tags WHERE token IN ?)", t)
 	}
 	if f.UserRef != nil {
-		q = q.Where("user_ref = ?", f.UserRef)
+		q = q.Where("user_key_id IN ?", nonEmpty(f.userKeyIDs))
 	}
 	if f.Type != "" {
 		q = q.Where("type = ?", f.Type)
@@ -238,17 +241,55 @@ func (db *DB) where(tx *gorm.DB, f *Filter) *gorm.DB {
 	return q
 }
 
+// userKeyIDs returns the ids of every key, live or destroyed, of the user
+// with blind reference ref: rows are found by user through the user_key_id
+// index. (They carry user_ref too, for hold checks, but it is not indexed.)
+// The ids are read first, rather than in a subquery, because SQLite's
+// planner estimates a subquery's rows poorly and scans instead.
+func userKeyIDs(tx *gorm.DB, memory string, ref []byte) ([]int64, error) {
+	var ids []int64
+	err := tx.Model(&KeyRow{}).Where("memory = ? AND kind = ? AND name = ?", memory, string(keys.KindUser), hex.EncodeToString(ref)).
+		Order("id").Pluck("id", &ids).Error
+	return ids, translate(err, "read data keys")
+}
+
+// nonEmpty returns ids, or a list no row matches when it is empty (an empty
+// IN list is not valid SQL everywhere).
+func nonEmpty(ids []int64) []int64 {
+	if len(ids) == 0 {
+		return []int64{0}
+	}
+	return ids
+}
+
+// resolve reads what f needs before it can be turned into SQL.
+func (f *Filter) resolve(tx *gorm.DB) error {
+	if f.UserRef == nil {
+		return nil
+	}
+	var err error
+	f.userKeyIDs, err = userKeyIDs(tx, f.Memory, f.UserRef)
+	return err
+}
+
+func (db *DB) findQuery(tx *gorm.DB, f *Filter) *gorm.DB {
+	q := db.where(tx.Select(withEpoch, f.Memory), f).Order("id DESC")
+	if f.Limit > 0 {
+		q = q.Limit(f.Limit)
+	}
+	return q
+}
+
 // FindGrains returns the rows matching f, newest first.
 func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 	if f.empty() {
 		return nil, nil
 	}
-	q := db.where(db.gorm.WithContext(ctx).Select(withEpoch, f.Memory), &f).Order("id DESC")
-	if f.Limit > 0 {
-		q = q.Limit(f.Limit)
+	if err := f.resolve(db.gorm.WithContext(ctx)); err != nil {
+		return nil, err
 	}
 	var rows []GrainRow
-	if err := q.Find(&rows).Error; err != nil {
+	if err := db.findQuery(db.gorm.WithContext(ctx), &f).Find(&rows).Error; err != nil {
 		return nil, translate(err, "find grains")
 	}
 	return rows, nil
@@ -389,6 +430,9 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, mk EventsFunc) (*Deleti
 	f.IncludeArchived, f.IncludeSuperseded, f.Limit, f.BeforeID = true, true, 0, 0
 	var del *Deletion
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := f.resolve(tx); err != nil {
+			return err
+		}
 		var seeds []chainRow
 		if err := db.where(tx.Model(&GrainRow{}), &f).Find(&seeds).Error; err != nil {
 			return translate(err, "find grains")

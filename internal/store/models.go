@@ -3,13 +3,20 @@ package store
 // GrainRow is a stored grain. Personal fields exist only inside Blob; the
 // token columns are 16-byte blind tokens (nil when the field is empty).
 //
-// Token indexes carry no memory column: a token is keyed by its memory's and
-// scope's keys, so equal tokens in two memories occur with probability
-// 2^-128. Three composite indexes (SRO, ROS, OSR) have prefixes for all
-// seven subject/relation/object patterns.
+// Each token column has its own index, with no memory column: a token is
+// keyed by its memory's and scope's keys, so equal tokens in two memories
+// occur with probability 2^-128. A pattern of several fields is answered by
+// the index of its most selective field (SQLite), or by a BitmapAnd of
+// theirs (PostgreSQL). Composite indexes would answer multi-field patterns
+// more directly, but every index of a random token costs each insert a
+// random page; three composites cost a PostgreSQL batch insert twice what
+// three single-column indexes do (docs/performance.md).
+//
+// The hash column's index is made in migrate: a unique btree on SQLite, a
+// hash index on PostgreSQL.
 type GrainRow struct {
 	ID              int64   `gorm:"primaryKey;autoIncrement"`
-	Hash            string  `gorm:"size:64;not null;uniqueIndex:idx_grains_hash"`
+	Hash            string  `gorm:"size:64;not null"`
 	Memory          string  `gorm:"size:64;not null;index:idx_grains_scope,priority:1"`
 	Type            string  `gorm:"size:32;not null"`
 	Namespace       string  `gorm:"size:128;not null"`
@@ -26,12 +33,12 @@ type GrainRow struct {
 	SupersededBy    string  `gorm:"size:64;not null"`
 	KeyChain        string  `gorm:"size:256;not null"`
 	UserKeyID       int64   `gorm:"not null;index:idx_grains_userkey"`
-	UserRef         []byte  `gorm:"index:idx_grains_user"`
-	SubjectTok      []byte  `gorm:"column:s_tok;index:idx_grains_sro,priority:1;index:idx_grains_ros,priority:3;index:idx_grains_osr,priority:2"`
-	RelationTok     []byte  `gorm:"column:r_tok;index:idx_grains_sro,priority:2;index:idx_grains_ros,priority:1;index:idx_grains_osr,priority:3"`
-	ObjectTok       []byte  `gorm:"column:o_tok;index:idx_grains_sro,priority:3;index:idx_grains_ros,priority:2;index:idx_grains_osr,priority:1"`
-	DedupTok        []byte  `gorm:"column:dedup_tok;not null"`
-	Blob            []byte  `gorm:"not null"`
+	UserRef         []byte
+	SubjectTok      []byte `gorm:"column:s_tok;index:idx_grains_s"`
+	RelationTok     []byte `gorm:"column:r_tok;index:idx_grains_r"`
+	ObjectTok       []byte `gorm:"column:o_tok;index:idx_grains_o"`
+	DedupTok        []byte `gorm:"column:dedup_tok;not null"`
+	Blob            []byte `gorm:"not null"`
 
 	Tags []TagRow `gorm:"-"`
 	// Epoch is the memory's erase epoch, read with the row (see EpochRow).

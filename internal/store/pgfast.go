@@ -40,16 +40,20 @@ var grainColumns = []string{"id", "hash", "memory", "type", "namespace", "scope"
 	"key_chain", "user_key_id", "user_ref", "s_tok", "r_tok", "o_tok", "dedup_tok", "blob"}
 
 // insertGrainsPG is insertGrains over pgx: one dedup read, ids reserved
-// from the sequence, then COPY of grains and tags.
-func insertGrainsPG(ctx context.Context, tx pgx.Tx, memory string, rows []*GrainRow) ([]string, error) {
+// from seq (the grains id sequence), then COPY of grains and tags.
+func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*GrainRow) ([]string, error) {
 	keyIDs, err := chainIDs(rows)
 	if err != nil {
 		return nil, err
 	}
-	// Share-lock the chain's keys: an erase cannot commit between this check
-	// and our commit, so no row is ever stored under a destroyed key.
+	// The memory's write lock, shared: an erase cannot commit between this
+	// check and our commit, so no row is ever stored under a destroyed key
+	// (see lockMemory).
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, $2)`, int32(memoryLockClass), memoryLockKey(memory)); err != nil {
+		return nil, err
+	}
 	var live int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT id FROM data_keys WHERE id = ANY($1) AND destroyed_us = 0 FOR SHARE) k`, keyIDs).Scan(&live); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM data_keys WHERE id = ANY($1) AND destroyed_us = 0`, keyIDs).Scan(&live); err != nil {
 		return nil, err
 	}
 	if live != len(keyIDs) {
@@ -82,7 +86,7 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, memory string, rows []*Grain
 		return out, nil
 	}
 	ids := make([]int64, 0, len(fresh))
-	res, err = tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('grains', 'id')) FROM generate_series(1, $1)`, len(fresh))
+	res, err = tx.Query(ctx, `SELECT nextval($1::regclass) FROM generate_series(1, $2)`, seq, len(fresh))
 	if err != nil {
 		return nil, err
 	}

@@ -57,8 +57,14 @@ type DB struct {
 	dialect string
 	log     *slog.Logger
 
-	// inserted counts rows written since the last ANALYZE; see noteInserted.
+	// grainSeq is the grains id sequence (PostgreSQL), resolved once: a
+	// batch reserves its ids from it.
+	grainSeq string
+
+	// inserted counts rows written since the last ANALYZE, and analyzeAt
+	// is how many trigger the next; see noteInserted.
 	inserted  atomic.Int64
+	analyzeAt atomic.Int64
 	analyzing atomic.Bool
 
 	keyEvent func(context.Context, keys.Record) (Event, error)
@@ -111,6 +117,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	db := &DB{gorm: g, dialect: cfg.Dialect, log: log}
+	db.analyzeAt.Store(analyzeFirst)
 	if err := db.migrate(ctx); err != nil {
 		sqlDB.Close()
 		return nil, err
@@ -159,13 +166,39 @@ func (db *DB) Ping(ctx context.Context) error {
 // clauses differ in meaning from plain uniqueness.
 func (db *DB) migrate(ctx context.Context) error {
 	g := db.gorm.WithContext(ctx)
-	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &CleanupJob{}, &CountRow{}); err != nil {
+	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &CleanupJob{}, &CountRow{}, &UserCountRow{}); err != nil {
 		return translate(err, "migrate schema")
 	}
-	for _, stmt := range []string{
+	if err := migrateUserCounts(g); err != nil {
+		return translate(err, "migrate schema")
+	}
+	if db.dialect == Postgres {
+		if err := g.Raw(`SELECT pg_get_serial_sequence('grains', 'id')`).Scan(&db.grainSeq).Error; err != nil {
+			return translate(err, "migrate schema")
+		}
+	}
+	stmts := []string{
 		`CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_dedup ON grains (dedup_tok) WHERE superseded_by = ''`,
 		`CREATE UNIQUE INDEX IF NOT EXISTS idx_data_keys_live ON data_keys (memory, kind, name) WHERE destroyed_us = 0`,
-	} {
+		// Indexes of earlier versions that only cost writes: rows are found
+		// by user through user_key_id (see userKeys), and by token through
+		// one index per token column (see GrainRow).
+		`DROP INDEX IF EXISTS idx_grains_user`,
+		`DROP INDEX IF EXISTS idx_grains_sro`,
+		`DROP INDEX IF EXISTS idx_grains_ros`,
+		`DROP INDEX IF EXISTS idx_grains_osr`,
+	}
+	if db.dialect == Postgres {
+		// A grain hash is the SHA-256 of a blob with a random nonce, so it
+		// is unique without a constraint, and only ever looked up by
+		// equality: a hash index holds a 4-byte code per row where a btree
+		// holds the 64-character text, and costs an insert a third as much.
+		stmts = append(stmts, `DROP INDEX IF EXISTS idx_grains_hash`,
+			`CREATE INDEX IF NOT EXISTS idx_grains_hash_h ON grains USING hash (hash)`)
+	} else {
+		stmts = append(stmts, `CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_hash ON grains (hash)`)
+	}
+	for _, stmt := range stmts {
 		if err := g.Exec(stmt).Error; err != nil {
 			return translate(err, "migrate schema")
 		}
@@ -224,29 +257,44 @@ func (db *DB) underPrefix(column, prefix string) (string, []any) {
 	return "(" + column + " = ? OR " + column + ` LIKE ? ESCAPE '\')`, []any{prefix, esc + "/%"}
 }
 
-// analyzeEvery is how many inserted rows trigger a statistics refresh.
-const analyzeEvery = 20000
+// The statistics refresh schedule: the first after analyzeFirst inserted
+// rows, each next after twice as many more (20k, then 40k more, 80k
+// more...: O(log n) refreshes for n rows), but never more than analyzeMax
+// rows apart.
+const (
+	analyzeFirst = 20000
+	analyzeMax   = 1000000
+)
 
 // noteInserted counts inserted rows and refreshes the planner's statistics
 // in the background once enough rows arrived: after a bulk load, missing or
 // stale statistics make both PostgreSQL and SQLite scan the whole table
 // instead of using the token indexes (PostgreSQL's autovacuum catches up,
-// but only later; SQLite never does on its own).
+// but only later; SQLite never does on its own). An ANALYZE costs a sample
+// (PostgreSQL) or a pass over the indexes (SQLite), so the interval grows
+// with the rows this process has written, rather than staying fixed.
 func (db *DB) noteInserted(n int) {
-	if db.inserted.Add(int64(n)) < analyzeEvery || !db.analyzing.CompareAndSwap(false, true) {
+	at := db.analyzeAt.Load()
+	if db.inserted.Add(int64(n)) < at || !db.analyzing.CompareAndSwap(false, true) {
 		return
 	}
+	db.analyzeAt.Store(min(2*at, analyzeMax))
 	db.inserted.Store(0)
 	go func() {
 		defer db.analyzing.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		stmt := "ANALYZE grains, grain_tags"
-		if db.dialect == SQLite {
-			stmt = "ANALYZE"
-		}
-		if err := db.gorm.WithContext(ctx).Exec(stmt).Error; err != nil {
+		if err := db.analyze(ctx); err != nil {
 			db.log.Warn("analyze failed", slog.Any("error", err))
 		}
 	}()
+}
+
+// analyze refreshes the planner's statistics of the grain tables.
+func (db *DB) analyze(ctx context.Context) error {
+	stmt := "ANALYZE grains, grain_tags"
+	if db.dialect == SQLite {
+		stmt = "ANALYZE"
+	}
+	return db.gorm.WithContext(ctx).Exec(stmt).Error
 }

@@ -1,0 +1,313 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gorm.io/gorm"
+
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+// These tests check what the store promises below the library's API: the
+// query plans, the write lock that orders writes and erasures, the counter
+// migration and the statistics schedule. The library's conformance suite
+// (the root package) covers behaviour through the public API.
+
+func openSQLite(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), Config{Dialect: SQLite, DSN: filepath.Join(t.TempDir(), "lethe.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openPostgres(t *testing.T) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), Config{Dialect: Postgres, DSN: testenv.Postgres(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func forEachStore(t *testing.T, fn func(t *testing.T, db *DB)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, openSQLite(t)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, openPostgres(t)) })
+}
+
+func tok(s string) []byte {
+	h := sha256.Sum256([]byte(s))
+	return h[:16]
+}
+
+func newKey(t *testing.T, db *DB, memory string, kind keys.Kind, name string) keys.Record {
+	t.Helper()
+	r, err := db.CreateKey(context.Background(), keys.Record{Memory: memory, Kind: kind, Name: name,
+		Wrapped: []byte("wrapped"), Fingerprint: "fp-" + string(kind) + "-" + name, CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// fixture is a memory with a scope key and users, for writing rows.
+type fixture struct {
+	memory, chain string
+	users         []keys.Record
+}
+
+func newFixture(t *testing.T, db *DB, users int) *fixture {
+	f := &fixture{memory: "m"}
+	mk := newKey(t, db, f.memory, keys.KindMemory, "")
+	sk := newKey(t, db, f.memory, keys.KindScope, "acme")
+	f.chain = fmt.Sprintf("%d.%d", mk.ID, sk.ID)
+	for i := range users {
+		f.users = append(f.users, newKey(t, db, f.memory, keys.KindUser, hex.EncodeToString(tok(fmt.Sprint("user", i)))))
+	}
+	return f
+}
+
+// row is grain n of user u with the given subject, relation and object.
+func (f *fixture) row(n, u int, s, r, o string) *GrainRow {
+	h := sha256.Sum256([]byte(fmt.Sprint("grain", n)))
+	user := f.users[u]
+	ref, _ := hex.DecodeString(user.Name)
+	return &GrainRow{Hash: hex.EncodeToString(h[:]), Memory: f.memory, Type: "fact", Namespace: "default", Scope: "acme",
+		Importance: 0.5, Confidence: 1, Salience: 1, CreatedUS: 1, KeyChain: f.chain + "." + strconv.FormatInt(user.ID, 10),
+		UserKeyID: user.ID, UserRef: ref, SubjectTok: tok("s" + s), RelationTok: tok("r" + r), ObjectTok: tok("o" + o),
+		DedupTok: tok(fmt.Sprint("dedup", n)), Blob: []byte("sealed"), Tags: []TagRow{{Token: tok(fmt.Sprint("t", n%20))}}}
+}
+
+// Every subject/relation/object pattern, and the user and tag filters, is
+// answered through an index of the field, not by scanning the memory.
+func TestEveryPatternUsesAnIndex(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, 50)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var rows []*GrainRow
+		for n := range 5000 {
+			rows = append(rows, f.row(n, rng.IntN(50), fmt.Sprint(rng.IntN(500)), fmt.Sprint(rng.IntN(50)), fmt.Sprint(rng.IntN(2500))))
+		}
+		if _, err := db.InsertGrains(ctx, f.memory, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.analyze(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := hex.DecodeString(f.users[3].Name)
+		s, r, o := [][]byte{tok("s7")}, [][]byte{tok("r7")}, [][]byte{tok("o7")}
+		for _, c := range []struct {
+			name    string
+			filter  Filter
+			indexes []string
+		}{
+			{"S", Filter{Subject: s}, []string{"idx_grains_s"}},
+			{"R", Filter{Relation: r}, []string{"idx_grains_r"}},
+			{"O", Filter{Object: o}, []string{"idx_grains_o"}},
+			{"SR", Filter{Subject: s, Relation: r}, []string{"idx_grains_s", "idx_grains_r"}},
+			{"SO", Filter{Subject: s, Object: o}, []string{"idx_grains_s", "idx_grains_o"}},
+			{"RO", Filter{Relation: r, Object: o}, []string{"idx_grains_r", "idx_grains_o"}},
+			{"SRO", Filter{Subject: s, Relation: r, Object: o}, []string{"idx_grains_s", "idx_grains_r", "idx_grains_o"}},
+			{"S in two scopes", Filter{Subject: [][]byte{tok("s7"), tok("s8")}}, []string{"idx_grains_s"}},
+			{"user", Filter{UserRef: ref}, []string{"idx_grains_userkey"}},
+			{"tag", Filter{Tags: [][][]byte{{tok("t3")}}}, []string{"idx_grain_tags_tok"}},
+		} {
+			c.filter.Memory, c.filter.Limit = f.memory, 100
+			plan := explain(t, db, &c.filter)
+			used := false
+			for _, idx := range c.indexes {
+				used = used || strings.Contains(plan, idx)
+			}
+			if !used {
+				t.Errorf("%s: the plan uses none of %v:\n%s", c.name, c.indexes, plan)
+			}
+			if strings.Contains(plan, "Seq Scan on grains") || strings.Contains(plan, "SCAN grains\n") {
+				t.Errorf("%s: the plan scans the grains table:\n%s", c.name, plan)
+			}
+		}
+	})
+}
+
+// explain returns the query plan of FindGrains(f), one node per line.
+func explain(t *testing.T, db *DB, f *Filter) string {
+	t.Helper()
+	if err := f.resolve(db.gorm); err != nil {
+		t.Fatal(err)
+	}
+	var rows []GrainRow
+	stmt := db.findQuery(db.gorm.Session(&gorm.Session{DryRun: true}), f).Find(&rows).Statement
+	prefix := "EXPLAIN "
+	if db.dialect == SQLite {
+		prefix = "EXPLAIN QUERY PLAN "
+	}
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sqlDB.Query(prefix+stmt.SQL.String(), stmt.Vars...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", stmt.SQL.String(), err)
+	}
+	defer res.Close()
+	cols, _ := res.Columns()
+	var b strings.Builder
+	for res.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := res.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%v\n", vals[len(vals)-1])
+	}
+	return b.String()
+}
+
+// An erase waits for the writes of its memory in flight, and counts their
+// rows; without the memory's write lock it would count before they commit,
+// and return a count short of what it made unreadable.
+func TestEraseWaitsForWritesInFlight(t *testing.T) {
+	db := openPostgres(t)
+	ctx := context.Background()
+	f := newFixture(t, db, 1)
+	if _, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(0, 0, "a", "b", "c")}); err != nil {
+		t.Fatal(err)
+	}
+	checked, release, written := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		written <- db.pgTx(ctx, func(tx pgx.Tx) error {
+			rows := []*GrainRow{f.row(1, 0, "a", "b", "d"), f.row(2, 0, "a", "b", "e")}
+			if _, err := insertGrainsPG(ctx, tx, db.grainSeq, f.memory, rows); err != nil {
+				return err
+			}
+			close(checked) // keys checked live, rows written, not committed
+			<-release
+			return nil
+		})
+	}()
+	<-checked
+	ref, _ := hex.DecodeString(f.users[0].Name)
+	erased := make(chan *Erasure, 1)
+	go func() {
+		er, err := db.EraseKey(ctx, EraseSpec{Memory: f.memory, Kind: keys.KindUser, Name: f.users[0].Name, UserRef: ref, Now: 1},
+			func(*Erasure) ([]Event, error) { return nil, nil })
+		if err != nil {
+			t.Error(err)
+		}
+		erased <- er
+	}()
+	select {
+	case er := <-erased:
+		t.Fatalf("the erase returned (count %d) while a write of its memory was in flight", er.Count)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if er := <-erased; er == nil || er.Count != 3 {
+		t.Fatalf("erasure = %+v, want a count of 3 (1 committed before, 2 in flight)", er)
+	}
+	// A write after the erase sees the destroyed key.
+	_, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(3, 0, "a", "b", "f")})
+	if grains.ErrorCode(err) != grains.CodeErased {
+		t.Fatalf("write after erase: %v, want code erased", err)
+	}
+}
+
+// User counters kept in grain_counts by earlier versions move to
+// user_grain_counts when the store opens.
+func TestUserCountsMigrate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lethe.db")
+	db, err := Open(context.Background(), Config{Dialect: SQLite, DSN: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := []CountRow{{Memory: "m", Kind: "user", Name: "42", Shard: 0, N: 5}, {Memory: "m", Kind: "user", Name: "42", Shard: 3, N: 2},
+		{Memory: "m", Kind: "user", Name: "7", Shard: 1, N: 1}, {Memory: "m", Kind: "scope", Name: "acme", Shard: 0, N: 8}}
+	if err := db.gorm.Create(&old).Error; err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = Open(context.Background(), Config{Dialect: SQLite, DSN: path}); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for id, want := range map[int64]int64{42: 7, 7: 1, 9: 0} {
+		if n, err := countUser(db.gorm, id); err != nil || n != want {
+			t.Errorf("countUser(%d) = %d, %v; want %d", id, n, err, want)
+		}
+	}
+	if n, err := db.countScope(db.gorm, "m", "", true); err != nil || n != 8 {
+		t.Errorf("countScope = %d, %v; want 8", n, err)
+	}
+	var left int64
+	db.gorm.Model(&CountRow{}).Where("kind = 'user'").Count(&left)
+	if left != 0 {
+		t.Errorf("%d user rows left in grain_counts", left)
+	}
+}
+
+// Statistics are refreshed after the first analyzeFirst rows, then at
+// doubling intervals up to analyzeMax.
+func TestAnalyzeSchedule(t *testing.T) {
+	db := openSQLite(t)
+	ctx := context.Background()
+	f := newFixture(t, db, 1)
+	if _, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(0, 0, "a", "b", "c"), f.row(1, 0, "a", "b", "d")}); err != nil {
+		t.Fatal(err)
+	}
+	stats := func() int64 {
+		var n int64
+		db.gorm.Raw("SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'").Scan(&n)
+		if n == 0 {
+			return 0
+		}
+		db.gorm.Raw("SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'grains'").Scan(&n)
+		return n
+	}
+	idle := func() {
+		for deadline := time.Now().Add(30 * time.Second); db.analyzing.Load(); {
+			if time.Now().After(deadline) {
+				t.Fatal("analyze did not finish")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	db.noteInserted(analyzeFirst - 3) // InsertGrains noted 2
+	idle()
+	if n := stats(); n != 0 {
+		t.Fatalf("statistics before %d rows: %d", analyzeFirst, n)
+	}
+	db.noteInserted(1)
+	idle()
+	if n := stats(); n == 0 {
+		t.Fatal("no statistics after the first interval")
+	}
+	want := []int64{2 * analyzeFirst, 4 * analyzeFirst, 8 * analyzeFirst, 16 * analyzeFirst, 32 * analyzeFirst, analyzeMax, analyzeMax}
+	for _, w := range want {
+		if got := db.analyzeAt.Load(); got != w {
+			t.Fatalf("next interval %d, want %d (schedule %v)", got, w, want)
+		}
+		db.noteInserted(int(w))
+		idle()
+	}
+}
