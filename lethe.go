@@ -376,7 +376,8 @@ func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	blob := keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), grains.PayloadOf(g).Encode())
+	payload := grains.PayloadOf(g).Encode()
+	blob := keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), payload)
 	sum := sha256.Sum256(blob)
 	row := &store.GrainRow{
 		Hash: hex.EncodeToString(sum[:]), Memory: g.Memory, Type: g.Type, Namespace: g.Namespace, Scope: g.Scope,
@@ -386,7 +387,7 @@ func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
 		SubjectTok:  c.Index.Value(index.Subject, g.Subject),
 		RelationTok: c.Index.Value(index.Relation, g.Relation),
 		ObjectTok:   c.Index.Value(index.Object, g.Object),
-		DedupTok:    c.Index.Token(index.Dedup, grains.DedupMaterial(g)),
+		DedupTok:    c.Index.Token(index.Dedup, grains.DedupMaterialOf(g, payload)),
 		Blob:        blob,
 	}
 	for _, t := range g.Tags {

@@ -316,6 +316,12 @@ func DecodePayload(b []byte) (Payload, error) {
 // grain: type, namespace and the canonical payload. Two grains with equal
 // material in the same memory and scope are one grain.
 func DedupMaterial(g *Grain) []byte {
-	b := []byte(g.Type + "\x00" + g.Namespace + "\x00")
-	return append(b, PayloadOf(g).Encode()...)
+	return DedupMaterialOf(g, PayloadOf(g).Encode())
+}
+
+// DedupMaterialOf is DedupMaterial given g's encoded payload.
+func DedupMaterialOf(g *Grain, payload []byte) []byte {
+	b := make([]byte, 0, len(g.Type)+len(g.Namespace)+2+len(payload))
+	b = append(append(append(append(b, g.Type...), 0), g.Namespace...), 0)
+	return append(b, payload...)
 }

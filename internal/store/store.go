@@ -292,7 +292,7 @@ func (db *DB) noteInserted(n int) {
 
 // analyze refreshes the planner's statistics of the grain tables.
 func (db *DB) analyze(ctx context.Context) error {
-	stmt := "ANALYZE grains, grain_tags"
+	stmt := "ANALYZE grains, grain_tags, data_keys"
 	if db.dialect == SQLite {
 		stmt = "ANALYZE"
 	}
