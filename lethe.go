@@ -257,15 +257,18 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "supersedes", "use Supersede to write a new version"), i, len(gs))
 		}
 	}
-	if err := db.warmChains(ctx, batch); err != nil {
-		return nil, err
-	}
 	for attempt := 0; ; attempt++ {
-		rows, err := db.sealAll(ctx, batch)
+		if err := db.warmChains(ctx, batch); err != nil {
+			return nil, err
+		}
+		s, err := db.startSealing(ctx, batch)
 		if err != nil {
 			return nil, err
 		}
-		hs, err := db.store.InsertGrains(ctx, batch[0].Memory, rows)
+		hs, err := db.store.InsertGrains(ctx, batch[0].Memory, s.rows, s.ready)
+		if serr := s.wait(); err == nil && serr != nil {
+			hs, err = nil, serr
+		}
 		if grains.ErrorCode(err) == grains.CodeErased && attempt == 0 {
 			// Another instance erased a key this process had cached: reload
 			// keys (an erased user or scope gets a new key) and seal again.
@@ -279,28 +282,40 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 	}
 }
 
-// sealParallel is the batch size from which sealAll uses every core.
+// sealParallel is the batch size from which a batch is sealed on every
+// core.
 const sealParallel = 64
 
-// sealAll seals a batch whose key chains are warm, on every core for large
-// batches: sealing and tokens are most of a batch's client-side cost, and
-// the database waits for them.
-func (db *DB) sealAll(ctx context.Context, batch []Grain) ([]*store.GrainRow, error) {
-	rows := make([]*store.GrainRow, len(batch))
+// sealing is a batch whose rows are built and being sealed in the
+// background: rows have their blind tokens and operational fields, and
+// ready(i) returns once row i has its blob and hash too. The store starts
+// its transaction meanwhile, and streams row i as soon as it is ready.
+type sealing struct {
+	rows []*store.GrainRow
+	done []chan struct{}
+	g    *errgroup.Group
+	ctx  context.Context
+}
+
+// startSealing builds a batch's rows (key chains, tokens) on every core,
+// then starts sealing them. Its key chains should be warm.
+func (db *DB) startSealing(ctx context.Context, batch []Grain) (*sealing, error) {
+	n := len(batch)
 	workers := runtime.GOMAXPROCS(0)
-	if len(batch) < sealParallel || workers < 2 {
+	if n < sealParallel || workers < 2 {
 		workers = 1
 	}
-	per := (len(batch) + workers - 1) / workers
+	rows := make([]*store.GrainRow, n)
+	chains := make([]*keys.Chain, n)
+	payloads := make([][]byte, n)
 	g, gctx := errgroup.WithContext(ctx)
-	for lo := 0; lo < len(batch); lo += per {
+	for w := range workers {
 		g.Go(func() error {
-			for i := lo; i < min(lo+per, len(batch)); i++ {
-				row, err := db.seal(gctx, &batch[i])
-				if err != nil {
+			for i := w; i < n; i += workers {
+				var err error
+				if rows[i], chains[i], payloads[i], err = db.rowOf(gctx, &batch[i]); err != nil {
 					return err
 				}
-				rows[i] = row
 			}
 			return nil
 		})
@@ -308,8 +323,39 @@ func (db *DB) sealAll(ctx context.Context, batch []Grain) ([]*store.GrainRow, er
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return rows, nil
+	s := &sealing{rows: rows, done: make([]chan struct{}, n)}
+	for i := range s.done {
+		s.done[i] = make(chan struct{})
+	}
+	s.g, s.ctx = errgroup.WithContext(ctx)
+	for w := range workers {
+		// Interleaved, so rows are ready roughly in the order they stream.
+		s.g.Go(func() error {
+			for i := w; i < n; i += workers {
+				if err := s.ctx.Err(); err != nil {
+					return err
+				}
+				sealRow(rows[i], chains[i], &batch[i], payloads[i])
+				close(s.done[i])
+			}
+			return nil
+		})
+	}
+	return s, nil
 }
+
+// ready returns once row i is sealed, or with the context's error.
+func (s *sealing) ready(i int) error {
+	select {
+	case <-s.done[i]:
+		return nil
+	case <-s.ctx.Done():
+		return context.Cause(s.ctx)
+	}
+}
+
+// wait returns once no sealing goroutine runs.
+func (s *sealing) wait() error { return s.g.Wait() }
 
 // warmChains resolves the distinct key chains of a batch that are not
 // cached, concurrently, so a batch that brings many new users waits for
@@ -372,15 +418,25 @@ func (db *DB) prepare(g *Grain, now time.Time) error {
 
 // seal encrypts g under its key chain and builds its row with blind tokens.
 func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
-	c, err := db.ring.WriteChain(ctx, g.Memory, g.Scope, g.UserID)
+	row, c, payload, err := db.rowOf(ctx, g)
 	if err != nil {
 		return nil, err
 	}
+	sealRow(row, c, g, payload)
+	return row, nil
+}
+
+// rowOf builds g's row but for its blob and hash: the operational fields,
+// key chain and blind tokens. It returns the chain and g's encoded payload
+// for sealRow.
+func (db *DB) rowOf(ctx context.Context, g *Grain) (*store.GrainRow, *keys.Chain, []byte, error) {
+	c, err := db.ring.WriteChain(ctx, g.Memory, g.Scope, g.UserID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	payload := grains.PayloadOf(g).Encode()
-	blob := keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), payload)
-	sum := sha256.Sum256(blob)
 	row := &store.GrainRow{
-		Hash: hex.EncodeToString(sum[:]), Memory: g.Memory, Type: g.Type, Namespace: g.Namespace, Scope: g.Scope,
+		Memory: g.Memory, Type: g.Type, Namespace: g.Namespace, Scope: g.Scope,
 		Importance: g.Importance, Confidence: g.Confidence, Salience: g.Salience, Pinned: g.Pinned,
 		CreatedUS: g.CreatedAt.UnixMicro(), Supersedes: g.Supersedes, KeyChain: c.ID,
 		UserKeyID: c.UserKeyID, UserRef: c.UserRef,
@@ -388,12 +444,19 @@ func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
 		RelationTok: c.Index.Value(index.Relation, g.Relation),
 		ObjectTok:   c.Index.Value(index.Object, g.Object),
 		DedupTok:    c.Index.Token(index.Dedup, grains.DedupMaterialOf(g, payload)),
-		Blob:        blob,
 	}
 	for _, t := range g.Tags {
 		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
 	}
-	return row, nil
+	return row, c, payload, nil
+}
+
+// sealRow seals payload into row's blob under c, bound to g's memory,
+// scope and chain, and names the row by the blob's hash.
+func sealRow(row *store.GrainRow, c *keys.Chain, g *Grain, payload []byte) {
+	row.Blob = keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), payload)
+	sum := sha256.Sum256(row.Blob)
+	row.Hash = hex.EncodeToString(sum[:])
 }
 
 // open decrypts a row into a grain.

@@ -58,7 +58,12 @@ func countFresh(fresh []*GrainRow) counter {
 // their hashes in order. A row whose (scope, dedup token) matches a live
 // grain, or an earlier row of the batch, is not stored: its slot gets the
 // existing hash. The rows' Tags are stored with them.
-func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow) ([]string, error) {
+//
+// The caller may still be sealing the rows: when ready is not nil, a row's
+// Hash and Blob are read only after ready(i) returns nil. On PostgreSQL the
+// transaction's first statements, and the insert of earlier rows, overlap
+// the sealing of later ones.
+func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow, ready func(i int) error) ([]string, error) {
 	var out []string
 	// A concurrent writer of the same content can win the unique index
 	// between our read and our insert: retry, and the read finds its row.
@@ -67,10 +72,17 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow)
 		if db.dialect == Postgres {
 			err = db.pgTx(ctx, func(tx pgx.Tx) error {
 				var err error
-				out, err = insertGrainsPG(ctx, tx, db.grainSeq, memory, rows)
+				out, err = insertGrainsPG(ctx, tx, db.grainSeq, memory, rows, ready)
 				return translatePG(err, "insert grains")
 			})
 		} else {
+			for i := range rows {
+				if ready != nil {
+					if err := ready(i); err != nil {
+						return nil, err
+					}
+				}
+			}
 			err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 				var err error
 				out, err = insertGrains(tx, db.dialect, memory, rows)
@@ -113,9 +125,14 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 			existing[dedupKey(f.Scope, f.DedupTok)] = f.Hash
 		}
 	}
-	out, fresh := splitFresh(rows, existing)
-	if len(fresh) == 0 {
+	pos, out, same := splitFresh(rows, existing)
+	out = finishHashes(rows, out, same)
+	if len(pos) == 0 {
 		return out, nil
+	}
+	fresh := make([]*GrainRow, len(pos))
+	for k, i := range pos {
+		fresh[k] = rows[i]
 	}
 	if err := tx.CreateInBatches(fresh, chunk).Error; err != nil {
 		return nil, translate(err, "insert grains")

@@ -40,8 +40,10 @@ var grainColumns = []string{"id", "hash", "memory", "type", "namespace", "scope"
 	"key_chain", "user_key_id", "user_ref", "s_tok", "r_tok", "o_tok", "dedup_tok", "blob"}
 
 // insertGrainsPG is insertGrains over pgx: one dedup read, ids reserved
-// from seq (the grains id sequence), then COPY of grains and tags.
-func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*GrainRow) ([]string, error) {
+// from seq (the grains id sequence), then COPY of grains and tags. Rows'
+// Hash and Blob may still be in the making: ready(i), when not nil,
+// returns once row i is complete.
+func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*GrainRow, ready func(int) error) ([]string, error) {
 	keyIDs, err := chainIDs(rows)
 	if err != nil {
 		return nil, err
@@ -84,9 +86,9 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	if err := res.Err(); err != nil {
 		return nil, err
 	}
-	out, fresh := splitFresh(rows, existing)
+	fresh, out, same := splitFresh(rows, existing)
 	if len(fresh) == 0 {
-		return out, nil
+		return finishHashes(rows, out, same), nil
 	}
 	ids := make([]int64, 0, len(fresh))
 	res, err = tx.Query(ctx, `SELECT nextval($1::regclass) FROM generate_series(1, $2)`, seq, len(fresh))
@@ -105,47 +107,85 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	if err := res.Err(); err != nil {
 		return nil, err
 	}
-	var tags [][]any
-	src := make([][]any, len(fresh))
-	for i, r := range fresh {
-		r.ID = ids[i]
-		src[i] = []any{r.ID, r.Hash, r.Memory, r.Type, r.Namespace, r.Scope, r.Importance, r.Confidence, r.Salience,
+	// The rows stream to the server as they are sealed: COPY's encoder
+	// waits for each row, while the server inserts the ones before it.
+	k := 0
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		if k == len(fresh) {
+			return nil, nil
+		}
+		i := fresh[k]
+		r := rows[i]
+		r.ID = ids[k]
+		k++
+		if ready != nil {
+			if err := ready(i); err != nil {
+				return nil, err
+			}
+		}
+		return []any{r.ID, r.Hash, r.Memory, r.Type, r.Namespace, r.Scope, r.Importance, r.Confidence, r.Salience,
 			r.Pinned, r.Archived, r.CreatedUS, r.LastRetrievedUS, r.RetrievalCount, r.Supersedes, r.SupersededBy,
-			r.KeyChain, r.UserKeyID, r.UserRef, r.SubjectTok, r.RelationTok, r.ObjectTok, r.DedupTok, r.Blob}
+			r.KeyChain, r.UserKeyID, r.UserRef, r.SubjectTok, r.RelationTok, r.ObjectTok, r.DedupTok, r.Blob}, nil
+	})
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grains"}, grainColumns, src); err != nil {
+		return nil, err
+	}
+	var tags [][]any
+	c := counter{}
+	for _, i := range fresh {
+		r := rows[i]
 		for _, t := range r.Tags {
 			tags = append(tags, []any{r.ID, t.Token, memory})
 		}
-	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grains"}, grainColumns, pgx.CopyFromRows(src)); err != nil {
-		return nil, err
+		c.add(r.Scope, r.UserKeyID, 1)
 	}
 	if len(tags) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_tags"}, []string{"grain_id", "token", "memory"}, pgx.CopyFromRows(tags)); err != nil {
 			return nil, err
 		}
 	}
-	if err := adjustCountsPG(ctx, tx, memory, countFresh(fresh)); err != nil {
+	if err := adjustCountsPG(ctx, tx, memory, c); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return finishHashes(rows, out, same), nil
 }
 
-// splitFresh assigns each row its hash, or the hash of the live grain (or
-// earlier row) it duplicates, and returns the rows to store.
-func splitFresh(rows []*GrainRow, existing map[string]string) ([]string, []*GrainRow) {
-	out := make([]string, len(rows))
-	fresh := make([]*GrainRow, 0, len(rows))
+// splitFresh decides which rows of a batch to store and returns their
+// positions. A row whose (scope, dedup token) matches a live grain gets
+// that grain's hash in out; a row that repeats an earlier row of the batch
+// gets that row's position in same (else -1). Neither reads a row's hash,
+// which may still be in the making; finishHashes fills in the rest.
+func splitFresh(rows []*GrainRow, existing map[string]string) (fresh []int, out []string, same []int) {
+	out, same = make([]string, len(rows)), make([]int, len(rows))
+	first := make(map[string]int, len(rows))
 	for i, r := range rows {
+		same[i] = -1
 		k := dedupKey(r.Scope, r.DedupTok)
 		if h, ok := existing[k]; ok {
 			out[i] = h
 			continue
 		}
-		existing[k] = r.Hash
-		out[i] = r.Hash
-		fresh = append(fresh, r)
+		if j, ok := first[k]; ok {
+			same[i] = j
+			continue
+		}
+		first[k] = i
+		fresh = append(fresh, i)
 	}
-	return out, fresh
+	return fresh, out, same
+}
+
+// finishHashes completes splitFresh's out once the fresh rows are complete.
+func finishHashes(rows []*GrainRow, out []string, same []int) []string {
+	for i := range rows {
+		switch {
+		case same[i] >= 0:
+			out[i] = rows[same[i]].Hash
+		case out[i] == "":
+			out[i] = rows[i].Hash
+		}
+	}
+	return out
 }
 
 // translatePG maps pgx errors to store errors.

@@ -104,7 +104,7 @@ func TestEveryPatternUsesAnIndex(t *testing.T) {
 		for n := range 5000 {
 			rows = append(rows, f.row(n, rng.IntN(50), fmt.Sprint(rng.IntN(500)), fmt.Sprint(rng.IntN(50)), fmt.Sprint(rng.IntN(2500))))
 		}
-		if _, err := db.InsertGrains(ctx, f.memory, rows); err != nil {
+		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.analyze(ctx); err != nil {
@@ -188,14 +188,14 @@ func TestEraseWaitsForWritesInFlight(t *testing.T) {
 	db := openPostgres(t)
 	ctx := context.Background()
 	f := newFixture(t, db, 1)
-	if _, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(0, 0, "a", "b", "c")}); err != nil {
+	if _, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(0, 0, "a", "b", "c")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	checked, release, written := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
 		written <- db.pgTx(ctx, func(tx pgx.Tx) error {
 			rows := []*GrainRow{f.row(1, 0, "a", "b", "d"), f.row(2, 0, "a", "b", "e")}
-			if _, err := insertGrainsPG(ctx, tx, db.grainSeq, f.memory, rows); err != nil {
+			if _, err := insertGrainsPG(ctx, tx, db.grainSeq, f.memory, rows, nil); err != nil {
 				return err
 			}
 			close(checked) // keys checked live, rows written, not committed
@@ -227,7 +227,7 @@ func TestEraseWaitsForWritesInFlight(t *testing.T) {
 		t.Fatalf("erasure = %+v, want a count of 3 (1 committed before, 2 in flight)", er)
 	}
 	// A write after the erase sees the destroyed key.
-	_, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(3, 0, "a", "b", "f")})
+	_, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(3, 0, "a", "b", "f")}, nil)
 	if grains.ErrorCode(err) != grains.CodeErased {
 		t.Fatalf("write after erase: %v, want code erased", err)
 	}
@@ -272,7 +272,7 @@ func TestAnalyzeSchedule(t *testing.T) {
 	db := openSQLite(t)
 	ctx := context.Background()
 	f := newFixture(t, db, 1)
-	if _, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(0, 0, "a", "b", "c"), f.row(1, 0, "a", "b", "d")}); err != nil {
+	if _, err := db.InsertGrains(ctx, f.memory, []*GrainRow{f.row(0, 0, "a", "b", "c"), f.row(1, 0, "a", "b", "d")}, nil); err != nil {
 		t.Fatal(err)
 	}
 	stats := func() int64 {
