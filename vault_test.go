@@ -199,17 +199,21 @@ func (c *countingKEK) Unwrap(ctx context.Context, r lethe.KeyRef, w []byte) ([]b
 func BenchmarkAddBatchVault(b *testing.B) {
 	addr, token := testenv.Vault(b)
 	for name, mk := range benchStores(b) {
-		b.Run(name, func(b *testing.B) {
-			cfg, _ := mk(b)
-			kek, err := lethe.NewVaultKEK(lethe.VaultConfig{Address: addr, Token: token})
-			if err != nil {
-				b.Fatal(err)
-			}
-			counting := &countingKEK{KeyWrapper: kek}
-			cfg.KEK = counting
-			addBatches(b, openBench(b, cfg))
-			b.ReportMetric(float64(counting.wraps.Load()+counting.unwraps.Load())*1000/float64(b.N*1000), "vault-calls/1k")
-		})
+		for _, newUsers := range []bool{false, true} {
+			b.Run(name+"/"+usersCase(newUsers), func(b *testing.B) {
+				cfg, _ := mk(b)
+				kek, err := lethe.NewVaultKEK(lethe.VaultConfig{Address: addr, Token: token})
+				if err != nil {
+					b.Fatal(err)
+				}
+				counting := &countingKEK{KeyWrapper: kek}
+				cfg.KEK = counting
+				var before int64
+				addBatches(b, openBench(b, cfg), newUsers, func() { before = counting.wraps.Load() + counting.unwraps.Load() })
+				calls := counting.wraps.Load() + counting.unwraps.Load() - before
+				b.ReportMetric(float64(calls)*1000/float64(b.N*1000), "vault-calls/1k")
+			})
+		}
 	}
 }
 
