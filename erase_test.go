@@ -375,3 +375,50 @@ func TestEraseAcrossInstances(t *testing.T) {
 		})
 	}
 }
+
+// A batch that brings many new users creates each user's key once, with
+// its key.create event, and a second instance on the same database reads
+// every grain and erases a user with the exact count.
+func TestBatchOfNewUsers(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := lethe.Config{DataDir: t.TempDir()}
+			if b.name == "postgres" {
+				cfg.PostgresDSN = testenv.Postgres(t)
+			}
+			a, other := openDB(t, cfg), openDB(t, cfg)
+			batch := make([]lethe.Grain, 300)
+			for i := range batch {
+				batch[i] = lethe.Grain{Type: "fact", Subject: fmt.Sprintf("s%d", i), Relation: "r", Object: "o",
+					Scope: []string{"acme", "acme/dev"}[i%2], UserID: fmt.Sprintf("batch-user-%d", i%100)}
+			}
+			hs, err := a.AddBatch(ctx, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hs {
+				if !readable(t, other, h) {
+					t.Fatalf("grain %s not readable by a second instance", h)
+				}
+			}
+			leaves, err := a.AuditLeaves(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			created := 0
+			for _, l := range leaves {
+				if strings.Contains(string(l), `"type":"key.create"`) {
+					created++
+				}
+			}
+			if want := 1 + 2 + 100; created != want { // memory, 2 scopes, 100 users
+				t.Errorf("%d key.create events, want %d", created, want)
+			}
+			er, err := other.ForgetUser(ctx, "", "batch-user-7")
+			if err != nil || er.Count != 3 {
+				t.Fatalf("ForgetUser = %+v, %v; want 3 grains", er, err)
+			}
+		})
+	}
+}

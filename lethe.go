@@ -376,8 +376,18 @@ func (db *DB) warmChains(ctx context.Context, batch []Grain) error {
 	if len(todo) < 2 {
 		return nil
 	}
-	// The memory and scope keys first, once, so workers do not race to create them.
+	// The memory and scope keys first, once, so workers do not race to
+	// create them; then the users' keys, many in one transaction.
 	if _, err := db.ring.WriteChain(ctx, batch[0].Memory, todo[0].scope, ""); err != nil {
+		return err
+	}
+	var users []string
+	for _, k := range todo {
+		if k.user != "" {
+			users = append(users, k.user)
+		}
+	}
+	if err := db.ring.WarmUsers(ctx, batch[0].Memory, users); err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)

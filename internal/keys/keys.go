@@ -95,6 +95,18 @@ type Store interface {
 	ScopeKeys(ctx context.Context, memory, prefix string) ([]Record, error)
 }
 
+// BatchStore is a Store that also reads and creates keys many at a time;
+// Keyring.WarmUsers uses it when the store has it.
+type BatchStore interface {
+	Store
+	// LiveKeys returns the live keys of memory and kind with the given
+	// names, in any order; names without a live key are left out.
+	LiveKeys(ctx context.Context, memory string, kind Kind, names []string) ([]Record, error)
+	// CreateKeys is CreateKey for each record, in one transaction; it
+	// returns the live key of each, in order.
+	CreateKeys(ctx context.Context, rs []Record) ([]Record, error)
+}
+
 // NewDataKey returns a fresh random data key.
 func NewDataKey() []byte {
 	k := make([]byte, KeySize)

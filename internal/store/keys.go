@@ -66,6 +66,69 @@ func (db *DB) CreateKey(ctx context.Context, r keys.Record) (keys.Record, error)
 	return db.LiveKey(ctx, r.Memory, r.Kind, r.Name)
 }
 
+// LiveKeys returns the live keys of memory and kind with the given names,
+// in no particular order; names without a live key are left out.
+func (db *DB) LiveKeys(ctx context.Context, memory string, kind keys.Kind, names []string) ([]keys.Record, error) {
+	var out []keys.Record
+	for i := 0; i < len(names); i += chunk {
+		var rows []KeyRow
+		err := db.gorm.WithContext(ctx).Where("memory = ? AND kind = ? AND name IN ? AND destroyed_us = 0",
+			memory, string(kind), names[i:min(i+chunk, len(names))]).Find(&rows).Error
+		if err != nil {
+			return nil, translate(err, "read data keys")
+		}
+		for _, r := range rows {
+			out = append(out, toRecord(r))
+		}
+	}
+	return out, nil
+}
+
+// CreateKeys is CreateKey for many keys in one transaction, with their
+// audit events: a batch that brings many new users commits once, not once
+// per user. It returns the live key of each record, in order.
+func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, error) {
+	out := make([]keys.Record, len(rs))
+	var lost []int
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		lost = lost[:0]
+		var evs []Event
+		for i, r := range rs {
+			row := KeyRow{Memory: r.Memory, Kind: string(r.Kind), Name: r.Name, Wrapped: r.Wrapped,
+				Fingerprint: r.Fingerprint, CreatedUS: r.CreatedAt.UnixMicro()}
+			res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != 1 || row.ID == 0 {
+				lost = append(lost, i) // another writer created it first
+				continue
+			}
+			out[i] = toRecord(row)
+			if db.keyEvent != nil {
+				ev, err := db.keyEvent(ctx, out[i])
+				if err != nil {
+					return err
+				}
+				evs = append(evs, ev)
+			}
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		return insertEvents(tx, rs[0].CreatedAt.UnixMicro(), evs)
+	})
+	if err != nil {
+		return nil, translate(err, "create data keys")
+	}
+	for _, i := range lost {
+		if out[i], err = db.LiveKey(ctx, rs[i].Memory, rs[i].Kind, rs[i].Name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // SetKeyEvent sets the function that builds the audit event committed with
 // every key creation.
 func (db *DB) SetKeyEvent(fn func(context.Context, keys.Record) (Event, error)) { db.keyEvent = fn }

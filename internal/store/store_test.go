@@ -311,3 +311,39 @@ func TestAnalyzeSchedule(t *testing.T) {
 		idle()
 	}
 }
+
+// CreateKeys stores new keys in one transaction with one audit event each,
+// and returns, in order, the live key of every record: for a name that
+// already has a live key, that key.
+func TestCreateKeys(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		events := 0
+		db.SetKeyEvent(func(_ context.Context, r keys.Record) (Event, error) {
+			events++
+			return Event{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}, nil
+		})
+		old := newKey(t, db, "m", keys.KindUser, "u1")
+		events = 0
+		rec := func(name string) keys.Record {
+			return keys.Record{Memory: "m", Kind: keys.KindUser, Name: name, Wrapped: []byte("w-" + name), Fingerprint: "fp-new-" + name, CreatedAt: time.Now()}
+		}
+		got, err := db.CreateKeys(ctx, []keys.Record{rec("u0"), rec("u1"), rec("u2")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || got[0].Name != "u0" || got[1].ID != old.ID || got[1].Fingerprint != old.Fingerprint || got[2].Name != "u2" {
+			t.Fatalf("CreateKeys = %+v, want u0, the existing u1 (id %d), u2", got, old.ID)
+		}
+		if got[0].ID == 0 || got[2].ID == 0 || got[0].ID == got[2].ID {
+			t.Fatalf("new keys have ids %d and %d", got[0].ID, got[2].ID)
+		}
+		if events != 2 {
+			t.Errorf("%d key events, want 2 (u1 existed)", events)
+		}
+		live, err := db.LiveKeys(ctx, "m", keys.KindUser, []string{"u0", "u1", "u2", "u3"})
+		if err != nil || len(live) != 3 {
+			t.Fatalf("LiveKeys = %+v, %v; want u0, u1, u2", live, err)
+		}
+	})
+}
