@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -69,6 +71,9 @@ func (db *DB) CreateKey(ctx context.Context, r keys.Record) (keys.Record, error)
 // LiveKeys returns the live keys of memory and kind with the given names,
 // in no particular order; names without a live key are left out.
 func (db *DB) LiveKeys(ctx context.Context, memory string, kind keys.Kind, names []string) ([]keys.Record, error) {
+	if db.dialect == Postgres {
+		return db.liveKeysPG(ctx, memory, kind, names)
+	}
 	var out []keys.Record
 	for i := 0; i < len(names); i += chunk {
 		var rows []KeyRow
@@ -82,6 +87,32 @@ func (db *DB) LiveKeys(ctx context.Context, memory string, kind keys.Kind, names
 		}
 	}
 	return out, nil
+}
+
+// liveKeysPG is LiveKeys as one probe of the live-key index per name. With
+// "name IN (...)" PostgreSQL, whose statistics lag behind a data_keys table
+// that grows by a thousand users a batch, scanned every user key of the
+// memory against the whole list: 37 ms for 500 names among 10,000 keys.
+func (db *DB) liveKeysPG(ctx context.Context, memory string, kind keys.Kind, names []string) ([]keys.Record, error) {
+	var out []keys.Record
+	err := db.pgTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT d.id, d.memory, d.kind, d.name, d.wrapped, d.fingerprint, d.created_us, d.destroyed_us
+			FROM unnest($3::text[]) AS n(name), LATERAL (SELECT * FROM data_keys
+				WHERE memory = $1 AND kind = $2 AND name = n.name AND destroyed_us = 0 LIMIT 1) d`, memory, string(kind), names)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r KeyRow
+			if err := rows.Scan(&r.ID, &r.Memory, &r.Kind, &r.Name, &r.Wrapped, &r.Fingerprint, &r.CreatedUS, &r.DestroyedUS); err != nil {
+				return err
+			}
+			out = append(out, toRecord(r))
+		}
+		return rows.Err()
+	})
+	return out, translatePG(err, "read data keys")
 }
 
 // CreateKeys is CreateKey for many keys in one transaction, with their
