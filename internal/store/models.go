@@ -13,14 +13,16 @@ package store
 // three single-column indexes do (docs/performance.md).
 //
 // The hash column's index is made in migrate: a unique btree on SQLite, a
-// hash index on PostgreSQL.
+// hash index on PostgreSQL. So is the (memory, scope) index, with
+// text_pattern_ops for scope on PostgreSQL, so that scope prefixes (LIKE
+// 'a/b/%') use it whatever the database's collation.
 type GrainRow struct {
 	ID              int64   `gorm:"primaryKey;autoIncrement"`
 	Hash            string  `gorm:"size:64;not null"`
-	Memory          string  `gorm:"size:64;not null;index:idx_grains_scope,priority:1"`
+	Memory          string  `gorm:"size:64;not null"`
 	Type            string  `gorm:"size:32;not null"`
 	Namespace       string  `gorm:"size:128;not null"`
-	Scope           string  `gorm:"size:512;not null;index:idx_grains_scope,priority:2"`
+	Scope           string  `gorm:"size:512;not null"`
 	Importance      float64 `gorm:"type:double precision;not null"`
 	Confidence      float64 `gorm:"type:double precision;not null"`
 	Salience        float64 `gorm:"type:double precision;not null"`

@@ -195,8 +195,13 @@ func (db *DB) migrate(ctx context.Context) error {
 		// holds the 64-character text, and costs an insert a third as much.
 		stmts = append(stmts, `DROP INDEX IF EXISTS idx_grains_hash`,
 			`CREATE INDEX IF NOT EXISTS idx_grains_hash_h ON grains USING hash (hash)`)
+		// Scope prefixes are matched with LIKE (see underPrefix), which a
+		// btree can serve only under the C collation or with pattern ops.
+		stmts = append(stmts, `DROP INDEX IF EXISTS idx_grains_scope`,
+			`CREATE INDEX IF NOT EXISTS idx_grains_scope_p ON grains (memory, scope text_pattern_ops)`)
 	} else {
-		stmts = append(stmts, `CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_hash ON grains (hash)`)
+		stmts = append(stmts, `CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_hash ON grains (hash)`,
+			`CREATE INDEX IF NOT EXISTS idx_grains_scope ON grains (memory, scope)`)
 	}
 	for _, stmt := range stmts {
 		if err := g.Exec(stmt).Error; err != nil {
@@ -247,11 +252,15 @@ func isConnError(err error) bool {
 
 // underPrefix returns a condition matching column values equal to the scope
 // path prefix or below it (prefix + "/..."). SQLite compares bytes, so a
-// range works and uses the index; PostgreSQL's comparisons follow the
-// database collation, so it uses LIKE, which matches bytes.
+// range works and uses the index: [prefix, prefix+"0") holds the prefix,
+// its descendants ("/" is 0x2f, "0" the next byte), and siblings such as
+// "prefix-x" ('-' and '.' sort before '/'), which the inner condition drops.
+// PostgreSQL's comparisons follow the database collation, so it uses LIKE,
+// which matches bytes, and the scope index has text_pattern_ops for it.
 func (db *DB) underPrefix(column, prefix string) (string, []any) {
 	if db.dialect == SQLite {
-		return "(" + column + " = ? OR (" + column + " >= ? AND " + column + " < ?))", []any{prefix, prefix + "/", prefix + "0"}
+		return "(" + column + " >= ? AND " + column + " < ? AND (" + column + " = ? OR " + column + " >= ?))",
+			[]any{prefix, prefix + "0", prefix, prefix + "/"}
 	}
 	esc := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(prefix)
 	return "(" + column + " = ? OR " + column + ` LIKE ? ESCAPE '\')`, []any{prefix, esc + "/%"}

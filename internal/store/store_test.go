@@ -102,7 +102,11 @@ func TestEveryPatternUsesAnIndex(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		var rows []*GrainRow
 		for n := range 5000 {
-			rows = append(rows, f.row(n, rng.IntN(50), fmt.Sprint(rng.IntN(500)), fmt.Sprint(rng.IntN(50)), fmt.Sprint(rng.IntN(2500))))
+			r := f.row(n, rng.IntN(50), fmt.Sprint(rng.IntN(500)), fmt.Sprint(rng.IntN(50)), fmt.Sprint(rng.IntN(2500)))
+			if n%10 == 0 {
+				r.Scope = fmt.Sprintf("acme/bot%d", n%100)
+			}
+			rows = append(rows, r)
 		}
 		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
 			t.Fatal(err)
@@ -127,6 +131,7 @@ func TestEveryPatternUsesAnIndex(t *testing.T) {
 			{"S in two scopes", Filter{Subject: [][]byte{tok("s7"), tok("s8")}}, []string{"idx_grains_s"}},
 			{"user", Filter{UserRef: ref}, []string{"idx_grains_userkey"}},
 			{"tag", Filter{Tags: [][][]byte{{tok("t3")}}}, []string{"idx_grain_tags_tok"}},
+			{"scope prefix", Filter{ScopePrefix: "acme/bot7"}, []string{"idx_grains_scope"}},
 		} {
 			c.filter.Memory, c.filter.Limit = f.memory, 100
 			plan := explain(t, db, &c.filter)
