@@ -352,3 +352,17 @@ func TestCreateKeys(t *testing.T) {
 		}
 	})
 }
+
+// PostgreSQL keeps no statistics of columns no query filters on: they
+// would only cost every ANALYZE time.
+func TestNoStatisticsForOpaqueColumns(t *testing.T) {
+	db := openPostgres(t)
+	var n int64
+	if err := db.gorm.Raw(`SELECT count(*) FROM pg_attribute WHERE attrelid = 'grains'::regclass
+		AND attname IN ('blob', 'key_chain', 'user_ref', 'dedup_tok') AND attstattarget = 0`).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Errorf("%d of 4 opaque columns without statistics", n)
+	}
+}
