@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"hash/fnv"
 	"sort"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -429,6 +430,39 @@ func (db *DB) RecordRetrievals(ctx context.Context, rs []Retrieval, bump float64
 	if len(rs) == 0 {
 		return nil
 	}
+	if db.dialect == Postgres {
+		return db.recordRetrievalsEach(ctx, rs, bump)
+	}
+	// SQLite: one statement per chunk, joined on a VALUES list. Recalls
+	// return thousands of grains a second, and an UPDATE each cost them a
+	// fifth of their time. (PostgreSQL keeps an UPDATE each, in hash order:
+	// a join would lock rows in the plan's order, and two instances
+	// flushing at once could deadlock. SQLite has one writer.)
+	const per = chunk / 4
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i := 0; i < len(rs); i += per {
+			part := rs[i:min(i+per, len(rs))]
+			vals := make([]string, len(part))
+			args := make([]any, 0, 4*len(part))
+			for j, r := range part {
+				vals[j] = "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS DOUBLE PRECISION))"
+				args = append(args, r.Hash, r.Count, r.LastUS, bump*float64(r.Count))
+			}
+			stmt := `WITH v(hash, n, last_us, add_s) AS (VALUES ` + strings.Join(vals, ", ") + `)
+UPDATE grains SET retrieval_count = retrieval_count + v.n,
+  last_retrieved_us = CASE WHEN last_retrieved_us < v.last_us THEN v.last_us ELSE last_retrieved_us END,
+  salience = CASE WHEN salience + v.add_s > 1 THEN 1 ELSE salience + v.add_s END
+FROM v WHERE grains.hash = v.hash`
+			if err := tx.Exec(stmt, args...).Error; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return translate(err, "record retrievals")
+}
+
+func (db *DB) recordRetrievalsEach(ctx context.Context, rs []Retrieval, bump float64) error {
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for _, r := range rs {
 			add := bump * float64(r.Count)

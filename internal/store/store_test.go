@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -365,4 +366,48 @@ func TestNoStatisticsForOpaqueColumns(t *testing.T) {
 	if n != 4 {
 		t.Errorf("%d of 4 opaque columns without statistics", n)
 	}
+}
+
+// RecordRetrievals adds counts, moves the last retrieval forward only and
+// caps salience at 1, across statement chunks.
+func TestRecordRetrievals(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, 1)
+		var rows []*GrainRow
+		for n := range 300 {
+			r := f.row(n, 0, "s", "r", fmt.Sprint(n))
+			r.Salience = 0.5
+			rows = append(rows, r)
+		}
+		hs, err := db.InsertGrains(ctx, f.memory, rows, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []Retrieval
+		for i, h := range hs {
+			rs = append(rs, Retrieval{Hash: h, Count: int64(1 + i%3), LastUS: 1000})
+		}
+		if err := db.RecordRetrievals(ctx, rs, 0.2); err != nil {
+			t.Fatal(err)
+		}
+		rs[7].LastUS = 500 // older: must not move last_retrieved back
+		if err := db.RecordRetrievals(ctx, rs[:200], 0.2); err != nil {
+			t.Fatal(err)
+		}
+		for i, h := range hs {
+			g, err := db.GrainByHash(ctx, f.memory, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := int64(1 + i%3)
+			n, wantSal := c, min(1, 0.5+0.2*float64(c))
+			if i < 200 {
+				n, wantSal = 2*c, min(1, wantSal+0.2*float64(c))
+			}
+			if g.RetrievalCount != n || g.LastRetrievedUS != 1000 || math.Abs(g.Salience-wantSal) > 1e-9 {
+				t.Fatalf("grain %d: count %d last %d salience %v; want %d, 1000, %v", i, g.RetrievalCount, g.LastRetrievedUS, g.Salience, n, wantSal)
+			}
+		}
+	})
 }
