@@ -337,88 +337,88 @@ func TestHoldsStopEveryDestructivePath(t *testing.T) {
 // erase on one returns, the other serves none of the erased grains, though
 // it had their keys cached.
 func TestEraseAcrossInstances(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			cfg := lethe.Config{DataDir: t.TempDir()}
-			if b.name == "postgres" {
-				cfg.PostgresDSN = testenv.Postgres(t)
+	forEachBackendTwice(t, func(t *testing.T, a, other *lethe.DB) {
+		ctx := context.Background()
+		a.PauseCleaner() // the erased rows stay: reads must refuse them by key state
+		other.PauseCleaner()
+		john, _, byScope := population(t, a)
+		for _, h := range append(john, byScope["acme/prod"]...) { // warm the second instance's caches
+			if !readable(t, other, h) {
+				t.Fatal("second instance cannot read")
 			}
-			a, other := openDB(t, cfg), openDB(t, cfg)
-			a.PauseCleaner() // the erased rows stay: reads must refuse them by key state
-			other.PauseCleaner()
-			john, _, byScope := population(t, a)
-			for _, h := range append(john, byScope["acme/prod"]...) { // warm the second instance's caches
-				if !readable(t, other, h) {
-					t.Fatal("second instance cannot read")
-				}
+		}
+		if _, err := a.ForgetUser(ctx, "", "john"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.EraseScope(ctx, "", "acme/prod"); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range append(john, byScope["acme/prod"]...) {
+			if readable(t, other, h) {
+				t.Errorf("second instance still serves erased grain %s", h[:8])
 			}
-			if _, err := a.ForgetUser(ctx, "", "john"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.EraseScope(ctx, "", "acme/prod"); err != nil {
-				t.Fatal(err)
-			}
-			for _, h := range append(john, byScope["acme/prod"]...) {
-				if readable(t, other, h) {
-					t.Errorf("second instance still serves erased grain %s", h[:8])
-				}
-			}
-			if n := recallCount(t, other, lethe.Query{UserID: "john"}); n != 0 {
-				t.Errorf("second instance recalls %d of john's grains", n)
-			}
-			// The second instance writes for john again: a new key, readable by both.
-			h := mustAdd(t, other, lethe.Grain{Type: "fact", Subject: "back", UserID: "john", Scope: "acme/prod"})
-			if !readable(t, a, h) || !readable(t, other, h) {
-				t.Error("grain written after the erase is not readable")
-			}
-		})
-	}
+		}
+		if n := recallCount(t, other, lethe.Query{UserID: "john"}); n != 0 {
+			t.Errorf("second instance recalls %d of john's grains", n)
+		}
+		// The second instance writes for john again: a new key, readable by both.
+		h := mustAdd(t, other, lethe.Grain{Type: "fact", Subject: "back", UserID: "john", Scope: "acme/prod"})
+		if !readable(t, a, h) || !readable(t, other, h) {
+			t.Error("grain written after the erase is not readable")
+		}
+	})
 }
 
 // A batch that brings many new users creates each user's key once, with
 // its key.create event, and a second instance on the same database reads
 // every grain and erases a user with the exact count.
 func TestBatchOfNewUsers(t *testing.T) {
+	forEachBackendTwice(t, func(t *testing.T, a, other *lethe.DB) {
+		ctx := context.Background()
+		batch := make([]lethe.Grain, 300)
+		for i := range batch {
+			batch[i] = lethe.Grain{Type: "fact", Subject: fmt.Sprintf("s%d", i), Relation: "r", Object: "o",
+				Scope: []string{"acme", "acme/dev"}[i%2], UserID: fmt.Sprintf("batch-user-%d", i%100)}
+		}
+		hs, err := a.AddBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hs {
+			if !readable(t, other, h) {
+				t.Fatalf("grain %s not readable by a second instance", h)
+			}
+		}
+		leaves, err := a.AuditLeaves(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := 0
+		for _, l := range leaves {
+			if strings.Contains(string(l), `"type":"key.create"`) {
+				created++
+			}
+		}
+		if want := 1 + 2 + 100; created != want { // memory, 2 scopes, 100 users
+			t.Errorf("%d key.create events, want %d", created, want)
+		}
+		er, err := other.ForgetUser(ctx, "", "batch-user-7")
+		if err != nil || er.Count != 3 {
+			t.Fatalf("ForgetUser = %+v, %v; want 3 grains", er, err)
+		}
+	})
+}
+
+// forEachBackendTwice runs test on each backend with two instances open on
+// one database, as replicas are.
+func forEachBackendTwice(t *testing.T, test func(t *testing.T, a, other *lethe.DB)) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
 			cfg := lethe.Config{DataDir: t.TempDir()}
 			if b.name == "postgres" {
 				cfg.PostgresDSN = testenv.Postgres(t)
 			}
-			a, other := openDB(t, cfg), openDB(t, cfg)
-			batch := make([]lethe.Grain, 300)
-			for i := range batch {
-				batch[i] = lethe.Grain{Type: "fact", Subject: fmt.Sprintf("s%d", i), Relation: "r", Object: "o",
-					Scope: []string{"acme", "acme/dev"}[i%2], UserID: fmt.Sprintf("batch-user-%d", i%100)}
-			}
-			hs, err := a.AddBatch(ctx, batch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, h := range hs {
-				if !readable(t, other, h) {
-					t.Fatalf("grain %s not readable by a second instance", h)
-				}
-			}
-			leaves, err := a.AuditLeaves(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			created := 0
-			for _, l := range leaves {
-				if strings.Contains(string(l), `"type":"key.create"`) {
-					created++
-				}
-			}
-			if want := 1 + 2 + 100; created != want { // memory, 2 scopes, 100 users
-				t.Errorf("%d key.create events, want %d", created, want)
-			}
-			er, err := other.ForgetUser(ctx, "", "batch-user-7")
-			if err != nil || er.Count != 3 {
-				t.Fatalf("ForgetUser = %+v, %v; want 3 grains", er, err)
-			}
+			test(t, openDB(t, cfg), openDB(t, cfg))
 		})
 	}
 }
