@@ -93,36 +93,58 @@ func nameKey(memory string, kind Kind, name string) string {
 // create is set; with create unset and no key, it returns ErrNoKey.
 func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string, create bool) (Record, error) {
 	nk := nameKey(memory, kind, name)
-	k.mu.Lock()
-	if id, ok := k.byName.get(nk); ok {
-		if r, ok := k.byID.get(id); ok {
-			k.mu.Unlock()
-			return r, nil
-		}
+	if r, ok := k.cached(nk); ok {
+		return r, nil
 	}
-	k.mu.Unlock()
-
 	r, err := k.store.LiveKey(ctx, memory, kind, name)
 	if errors.Is(err, ErrNoKey) && create {
-		dk := NewDataKey()
-		fp := Fingerprint(dk)
-		wrapped, werr := k.wrapper.Wrap(ctx, Ref{Memory: memory, Kind: kind, Fingerprint: fp}, dk)
+		fresh, dk, werr := k.newKey(ctx, memory, kind, name)
 		if werr != nil {
-			return Record{}, grains.Wrap(grains.CodeUnavailable, "key-encryption key unavailable", werr)
+			return Record{}, werr
 		}
-		r, err = k.store.CreateKey(ctx, Record{Memory: memory, Kind: kind, Name: name, Wrapped: wrapped,
-			Fingerprint: fp, CreatedAt: k.now().UTC()})
-		if err == nil && r.Fingerprint == fp {
-			// Ours won: no need to unwrap what we just wrapped.
-			r.Wrapped = dk
-			k.cache(r, nk)
-			return r, nil
+		if r, err = k.store.CreateKey(ctx, fresh); err == nil {
+			return k.adopt(ctx, r, fresh.Fingerprint, dk)
 		}
 	}
 	if err != nil {
 		return Record{}, err
 	}
 	return k.unwrapAndCache(ctx, r, nk)
+}
+
+// cached returns the cached key named nk.
+func (k *Keyring) cached(nk string) (Record, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if id, ok := k.byName.get(nk); ok {
+		return k.byID.get(id)
+	}
+	return Record{}, false
+}
+
+// newKey makes a data key for (memory, kind, name), wrapped by the KEK,
+// and returns its record to store and the key itself.
+func (k *Keyring) newKey(ctx context.Context, memory string, kind Kind, name string) (Record, []byte, error) {
+	dk := NewDataKey()
+	fp := Fingerprint(dk)
+	wrapped, err := k.wrapper.Wrap(ctx, Ref{Memory: memory, Kind: kind, Fingerprint: fp}, dk)
+	if err != nil {
+		return Record{}, nil, grains.Wrap(grains.CodeUnavailable, "key-encryption key unavailable", err)
+	}
+	return Record{Memory: memory, Kind: kind, Name: name, Wrapped: wrapped, Fingerprint: fp, CreatedAt: k.now().UTC()}, dk, nil
+}
+
+// adopt caches live, the stored key after creating the key with
+// fingerprint fp and value dk: ours if the fingerprints match (no need to
+// unwrap what we just wrapped), else another writer's, unwrapped.
+func (k *Keyring) adopt(ctx context.Context, live Record, fp string, dk []byte) (Record, error) {
+	nk := nameKey(live.Memory, live.Kind, live.Name)
+	if live.Fingerprint != fp {
+		return k.unwrapAndCache(ctx, live, nk)
+	}
+	live.Wrapped = dk
+	k.cache(live, nk)
+	return live, nil
 }
 
 func (k *Keyring) cache(r Record, nk string) {
@@ -189,13 +211,7 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 			continue
 		}
 		seen[name] = true
-		k.mu.Lock()
-		id, hit := k.byName.get(nameKey(memory, KindUser, name))
-		if hit {
-			_, hit = k.byID.get(id)
-		}
-		k.mu.Unlock()
-		if !hit {
+		if _, hit := k.cached(nameKey(memory, KindUser, name)); !hit {
 			names = append(names, name)
 		}
 	}
@@ -210,13 +226,14 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 	for _, r := range found {
 		have[r.Name] = true
 	}
-	var fresh []Record
+	var missing []string
 	for _, n := range names {
 		if !have[n] {
-			fresh = append(fresh, Record{Memory: memory, Kind: KindUser, Name: n, CreatedAt: k.now().UTC()})
+			missing = append(missing, n)
 		}
 	}
-	dks := make([][]byte, len(fresh))
+	fresh := make([]Record, len(missing))
+	dks := make([][]byte, len(missing))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for _, r := range found {
@@ -225,16 +242,11 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 			return err
 		})
 	}
-	for i := range fresh {
+	for i, n := range missing {
 		g.Go(func() error {
-			dk := NewDataKey()
-			fp := Fingerprint(dk)
-			w, err := k.wrapper.Wrap(gctx, Ref{Memory: memory, Kind: KindUser, Fingerprint: fp}, dk)
-			if err != nil {
-				return grains.Wrap(grains.CodeUnavailable, "key-encryption key unavailable", err)
-			}
-			fresh[i].Wrapped, fresh[i].Fingerprint, dks[i] = w, fp, dk
-			return nil
+			var err error
+			fresh[i], dks[i], err = k.newKey(gctx, memory, KindUser, n)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil || len(fresh) == 0 {
@@ -245,11 +257,7 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 		return err
 	}
 	for i, r := range live {
-		nk := nameKey(memory, KindUser, r.Name)
-		if r.Fingerprint == fresh[i].Fingerprint {
-			r.Wrapped = dks[i] // ours: no need to unwrap what we just wrapped
-			k.cache(r, nk)
-		} else if _, err := k.unwrapAndCache(ctx, r, nk); err != nil {
+		if _, err := k.adopt(ctx, r, fresh[i].Fingerprint, dks[i]); err != nil {
 			return err
 		}
 	}
