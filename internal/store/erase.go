@@ -505,10 +505,16 @@ func lockMemory(tx *gorm.DB, dialect, memory string, exclusive bool) error {
 	if dialect != Postgres {
 		return nil
 	}
+	err := tx.Exec(lockMemorySQL(exclusive, "?", "?"), memoryLockClass, memoryLockKey(memory)).Error
+	return translate(err, "lock memory")
+}
+
+// lockMemorySQL is the statement taking a memory's write lock, with the
+// given placeholders for memoryLockClass and memoryLockKey.
+func lockMemorySQL(exclusive bool, class, key string) string {
 	fn := "pg_advisory_xact_lock_shared"
 	if exclusive {
 		fn = "pg_advisory_xact_lock"
 	}
-	err := tx.Exec("SELECT "+fn+"(?, ?)", memoryLockClass, memoryLockKey(memory)).Error
-	return translate(err, "lock memory")
+	return "SELECT " + fn + "(" + class + ", " + key + ")"
 }

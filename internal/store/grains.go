@@ -90,11 +90,9 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow,
 				return translatePG(err, "insert grains")
 			})
 		} else {
-			for i := range rows {
-				if ready != nil {
-					if err := ready(i); err != nil {
-						return nil, err
-					}
+			for i := 0; ready != nil && i < len(rows); i++ {
+				if err := ready(i); err != nil {
+					return nil, err
 				}
 			}
 			err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -144,10 +142,7 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 	if len(pos) == 0 {
 		return out, nil
 	}
-	fresh := make([]*GrainRow, len(pos))
-	for k, i := range pos {
-		fresh[k] = rows[i]
-	}
+	fresh := pick(rows, pos)
 	if err := tx.CreateInBatches(fresh, chunk).Error; err != nil {
 		return nil, translate(err, "insert grains")
 	}

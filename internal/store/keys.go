@@ -41,31 +41,11 @@ func (db *DB) LiveKey(ctx context.Context, memory string, kind keys.Kind, name s
 // CreateKey stores r unless a live key of the same name exists, and returns
 // the live key.
 func (db *DB) CreateKey(ctx context.Context, r keys.Record) (keys.Record, error) {
-	row := KeyRow{Memory: r.Memory, Kind: string(r.Kind), Name: r.Name, Wrapped: r.Wrapped,
-		Fingerprint: r.Fingerprint, CreatedUS: r.CreatedAt.UnixMicro()}
-	created := false
-	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
-		if res.Error != nil || res.RowsAffected != 1 || row.ID == 0 {
-			return res.Error
-		}
-		created = true
-		if db.keyEvent == nil {
-			return nil
-		}
-		ev, err := db.keyEvent(ctx, toRecord(row))
-		if err != nil {
-			return err
-		}
-		return insertEvents(tx, row.CreatedUS, []Event{ev})
-	})
+	out, err := db.CreateKeys(ctx, []keys.Record{r})
 	if err != nil {
-		return keys.Record{}, translate(err, "create data key")
+		return keys.Record{}, err
 	}
-	if created {
-		return toRecord(row), nil
-	}
-	return db.LiveKey(ctx, r.Memory, r.Kind, r.Name)
+	return out[0], nil
 }
 
 // LiveKeys returns the live keys of memory and kind with the given names,
@@ -115,9 +95,10 @@ func (db *DB) liveKeysPG(ctx context.Context, memory string, kind keys.Kind, nam
 	return out, translatePG(err, "read data keys")
 }
 
-// CreateKeys is CreateKey for many keys in one transaction, with their
-// audit events: a batch that brings many new users commits once, not once
-// per user. It returns the live key of each record, in order.
+// CreateKeys stores each record unless a live key of its name exists, in
+// one transaction with the audit events of the keys it created (a batch
+// that brings many new users commits once, not once per user), and returns
+// the live key of each record, in order.
 func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, error) {
 	out := make([]keys.Record, len(rs))
 	var lost []int

@@ -51,7 +51,7 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	// The memory's write lock, shared: an erase cannot commit between this
 	// check and our commit, so no row is ever stored under a destroyed key
 	// (see lockMemory).
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, $2)`, int32(memoryLockClass), memoryLockKey(memory)); err != nil {
+	if _, err := tx.Exec(ctx, lockMemorySQL(false, "$1", "$2"), int32(memoryLockClass), memoryLockKey(memory)); err != nil {
 		return nil, err
 	}
 	var live int
@@ -130,21 +130,19 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grains"}, grainColumns, src); err != nil {
 		return nil, err
 	}
+	stored := pick(rows, fresh)
 	var tags [][]any
-	c := counter{}
-	for _, i := range fresh {
-		r := rows[i]
+	for _, r := range stored {
 		for _, t := range r.Tags {
 			tags = append(tags, []any{r.ID, t.Token, memory})
 		}
-		c.add(r.Scope, r.UserKeyID, 1)
 	}
 	if len(tags) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_tags"}, []string{"grain_id", "token", "memory"}, pgx.CopyFromRows(tags)); err != nil {
 			return nil, err
 		}
 	}
-	if err := adjustCountsPG(ctx, tx, memory, c); err != nil {
+	if err := adjustCountsPG(ctx, tx, memory, countFresh(stored)); err != nil {
 		return nil, err
 	}
 	return finishHashes(rows, out, same), nil
@@ -173,6 +171,15 @@ func splitFresh(rows []*GrainRow, existing map[string]string) (fresh []int, out 
 		fresh = append(fresh, i)
 	}
 	return fresh, out, same
+}
+
+// pick returns the rows at the given positions.
+func pick(rows []*GrainRow, pos []int) []*GrainRow {
+	out := make([]*GrainRow, len(pos))
+	for k, i := range pos {
+		out[k] = rows[i]
+	}
+	return out
 }
 
 // finishHashes completes splitFresh's out once the fresh rows are complete.
