@@ -3,7 +3,6 @@ package auth
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/store"
 )
 
 // BootstrapID is the id of the admin token that LETHE_ADMIN_TOKEN, an
@@ -121,34 +121,6 @@ func unavailable(what string, err error) error {
 	return grains.Wrap(grains.CodeUnavailable, what, err)
 }
 
-// wrap turns a gorm error into a domain error.
-func wrap(what string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return grains.Wrap(grains.CodeUnavailable, what+": deadline exceeded or canceled", err)
-	case isConnError(err):
-		return grains.Wrap(grains.CodeUnavailable, what+": database unavailable", err)
-	}
-	return grains.Wrap(grains.CodeInternal, what, err)
-}
-
-func isConnError(err error) bool {
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	msg := err.Error()
-	for _, s := range []string{"connection refused", "broken pipe", "connection reset", "database is locked",
-		"the database system is", "bad connection", "database is closed", "no such host"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // Close closes the database handle.
 func (s *Store) Close() error {
 	sqlDB, err := s.db.DB()
@@ -162,9 +134,9 @@ func (s *Store) Close() error {
 func (s *Store) Ping(ctx context.Context) error {
 	sqlDB, err := s.db.DB()
 	if err != nil {
-		return wrap("ping token database", err)
+		return store.Translate(err, "ping token database")
 	}
-	return wrap("ping token database", sqlDB.PingContext(ctx))
+	return store.Translate(sqlDB.PingContext(ctx), "ping token database")
 }
 
 // Create makes a token and returns its secret, shown only now.
@@ -176,7 +148,7 @@ func (s *Store) Create(ctx context.Context, spec Spec) (string, *Token, error) {
 	row := &tokenRow{ID: newID(), Hash: HashSecret(secret), Roles: join(spec.Roles), Memories: join(spec.Memories),
 		Scopes: join(spec.Scopes), CreatedUS: s.now().UnixMicro()}
 	if err := s.db.WithContext(ctx).Create(row).Error; err != nil {
-		return "", nil, wrap("create token", err)
+		return "", nil, store.Translate(err, "create token")
 	}
 	return secret, row.token(), nil
 }
@@ -206,7 +178,7 @@ func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 				"scopes": "", "created_us": row.CreatedUS, "revoked_us": 0}).Error
 	})
 	if err != nil {
-		return nil, wrap("bootstrap admin token", err)
+		return nil, store.Translate(err, "bootstrap admin token")
 	}
 	return row.token(), nil
 }
@@ -222,7 +194,7 @@ func (s *Store) Lookup(ctx context.Context, secret string) (*Token, error) {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return nil, ErrUnknown
 	case err != nil:
-		return nil, wrap("look up token", err)
+		return nil, store.Translate(err, "look up token")
 	case row.RevokedUS != 0:
 		return nil, ErrUnknown
 	}
@@ -233,7 +205,7 @@ func (s *Store) Lookup(ctx context.Context, secret string) (*Token, error) {
 func (s *Store) List(ctx context.Context) ([]Token, error) {
 	var rows []tokenRow
 	if err := s.db.WithContext(ctx).Order("created_us, id").Find(&rows).Error; err != nil {
-		return nil, wrap("list tokens", err)
+		return nil, store.Translate(err, "list tokens")
 	}
 	out := make([]Token, len(rows))
 	for i := range rows {
@@ -247,12 +219,12 @@ func (s *Store) Revoke(ctx context.Context, id string) error {
 	res := s.db.WithContext(ctx).Model(&tokenRow{}).Where("id = ?", id).
 		Where("revoked_us = 0").Update("revoked_us", s.now().UnixMicro())
 	if res.Error != nil {
-		return wrap("revoke token", res.Error)
+		return store.Translate(res.Error, "revoke token")
 	}
 	if res.RowsAffected == 0 {
 		var n int64
 		if err := s.db.WithContext(ctx).Model(&tokenRow{}).Where("id = ?", id).Count(&n).Error; err != nil {
-			return wrap("revoke token", err)
+			return store.Translate(err, "revoke token")
 		}
 		if n == 0 {
 			return grains.Errorf(grains.CodeNotFound, "no such token")

@@ -249,13 +249,18 @@ func translate(err error, what string) error {
 	return grains.Wrap(grains.CodeInternal, what, err)
 }
 
+// Translate is translate for packages that keep a table of their own with
+// gorm in the same database (the API token store), so that their errors
+// carry the same codes.
+func Translate(err error, what string) error { return translate(err, what) }
+
 func isConnError(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) {
 		return true
 	}
 	msg := err.Error()
-	for _, s := range []string{"connection refused", "broken pipe", "connection reset", "database is locked", "the database system is", "bad connection", "sql: database is closed", "no such host"} {
+	for _, s := range []string{"connection refused", "broken pipe", "connection reset", "database is locked", "the database system is", "bad connection", "database is closed", "no such host"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
