@@ -407,61 +407,50 @@ func (db *DB) cleanupJobTx(tx *gorm.DB, j CleanupJob, limit int) (int, error) {
 		return 0, nil // finished by another cleaner
 	}
 	keyID := strconv.FormatInt(j.KeyID, 10)
-	deleted := 0
-	err := func() error {
-		q := tx.Model(&GrainRow{}).Select("id", "key_chain", "scope", "user_key_id").Where("memory = ?", j.Memory)
-		switch keys.Kind(j.Kind) {
-		case keys.KindUser:
-			q = q.Where("user_key_id = ?", j.KeyID)
-		case keys.KindScope:
-			cond, args := db.underPrefix("scope", j.Scope)
-			q = q.Where(cond, args...)
+	q := tx.Model(&GrainRow{}).Select("id", "key_chain", "scope", "user_key_id").Where("memory = ?", j.Memory)
+	switch keys.Kind(j.Kind) {
+	case keys.KindUser:
+		q = q.Where("user_key_id = ?", j.KeyID)
+	case keys.KindScope:
+		cond, args := db.underPrefix("scope", j.Scope)
+		q = q.Where(cond, args...)
+	}
+	var rows []struct {
+		ID        int64
+		KeyChain  string
+		Scope     string
+		UserKeyID int64
+	}
+	var ids []int64
+	c := counter{}
+	// Scan in id order; rows sealed under newer keys stay.
+	last := int64(0)
+	for len(ids) < limit {
+		rows = rows[:0]
+		if err := q.Session(&gorm.Session{}).Where("id > ?", last).Order("id").Limit(chunk).Find(&rows).Error; err != nil {
+			return 0, translate(err, "read erased grains")
 		}
-		var rows []struct {
-			ID        int64
-			KeyChain  string
-			Scope     string
-			UserKeyID int64
+		if len(rows) == 0 {
+			break
 		}
-		var ids []int64
-		c := counter{}
-		// Scan in id order; rows sealed under newer keys stay.
-		last := int64(0)
-		for len(ids) < limit {
-			rows = rows[:0]
-			if err := q.Session(&gorm.Session{}).Where("id > ?", last).Order("id").Limit(chunk).Find(&rows).Error; err != nil {
-				return translate(err, "read erased grains")
-			}
-			if len(rows) == 0 {
-				break
-			}
-			for _, r := range rows {
-				last = r.ID
-				if slices.Contains(strings.Split(r.KeyChain, "."), keyID) {
-					ids = append(ids, r.ID)
-					c.add(r.Scope, r.UserKeyID, -1)
-				}
+		for _, r := range rows {
+			last = r.ID
+			if slices.Contains(strings.Split(r.KeyChain, "."), keyID) {
+				ids = append(ids, r.ID)
+				c.add(r.Scope, r.UserKeyID, -1)
 			}
 		}
-		for i := 0; i < len(ids); i += chunk {
-			part := ids[i:min(i+chunk, len(ids))]
-			if err := tx.Where("grain_id IN ?", part).Delete(&TagRow{}).Error; err != nil {
-				return translate(err, "delete tags")
-			}
-			if err := tx.Where("id IN ?", part).Delete(&GrainRow{}).Error; err != nil {
-				return translate(err, "delete grains")
-			}
-		}
-		if err := adjustCounts(tx, j.Memory, c); err != nil {
-			return err
-		}
-		deleted = len(ids)
-		if len(ids) < limit {
-			return translate(tx.Delete(&CleanupJob{}, j.ID).Error, "finish cleanup job")
-		}
-		return nil
-	}()
-	return deleted, err
+	}
+	if err := deleteIDs(tx, ids); err != nil {
+		return 0, err
+	}
+	if err := adjustCounts(tx, j.Memory, c); err != nil {
+		return 0, err
+	}
+	if len(ids) < limit {
+		return len(ids), translate(tx.Delete(&CleanupJob{}, j.ID).Error, "finish cleanup job")
+	}
+	return len(ids), nil
 }
 
 // checkLive fails with code erased unless every key id is live. It first

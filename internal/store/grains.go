@@ -531,14 +531,8 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 	if err := checkRowHolds(tx, memory, idList); err != nil {
 		return nil, err
 	}
-	for i := 0; i < len(idList); i += chunk {
-		part := idList[i:min(i+chunk, len(idList))]
-		if err := tx.Where("grain_id IN ?", part).Delete(&TagRow{}).Error; err != nil {
-			return nil, translate(err, "delete tags")
-		}
-		if err := tx.Where("id IN ?", part).Delete(&GrainRow{}).Error; err != nil {
-			return nil, translate(err, "delete grains")
-		}
+	if err := deleteIDs(tx, idList); err != nil {
+		return nil, err
 	}
 	if err := adjustCounts(tx, memory, c); err != nil {
 		return nil, err
