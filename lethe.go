@@ -303,7 +303,16 @@ func (db *DB) startSealing(ctx context.Context, batch []Grain) (*sealing, error)
 	n := len(batch)
 	workers := runtime.GOMAXPROCS(0)
 	if n < sealParallel || workers < 2 {
-		workers = 1
+		// A small batch is sealed here, at once: goroutines would cost
+		// more than they overlap.
+		s := &sealing{rows: make([]*store.GrainRow, n)}
+		for i := range batch {
+			var err error
+			if s.rows[i], err = db.seal(ctx, &batch[i]); err != nil {
+				return nil, err
+			}
+		}
+		return s, nil
 	}
 	rows := make([]*store.GrainRow, n)
 	chains := make([]*keys.Chain, n)
@@ -346,6 +355,9 @@ func (db *DB) startSealing(ctx context.Context, batch []Grain) (*sealing, error)
 
 // ready returns once row i is sealed, or with the context's error.
 func (s *sealing) ready(i int) error {
+	if s.g == nil {
+		return nil // sealed at once
+	}
 	select {
 	case <-s.done[i]:
 		return nil
@@ -355,7 +367,12 @@ func (s *sealing) ready(i int) error {
 }
 
 // wait returns once no sealing goroutine runs.
-func (s *sealing) wait() error { return s.g.Wait() }
+func (s *sealing) wait() error {
+	if s.g == nil {
+		return nil
+	}
+	return s.g.Wait()
+}
 
 // warmChains resolves the distinct key chains of a batch that are not
 // cached, concurrently, so a batch that brings many new users waits for
