@@ -422,3 +422,44 @@ func forEachBackendTwice(t *testing.T, test func(t *testing.T, a, other *lethe.D
 		})
 	}
 }
+
+// A replica caches the index keys of the scopes it has queried. When
+// another instance creates or erases a scope, the replica's next recall
+// answers for the new set of scopes, whether its cached tokens would have
+// found some rows or none.
+func TestRecallSeesScopesOfOtherInstances(t *testing.T) {
+	forEachBackendTwice(t, func(t *testing.T, a, other *lethe.DB) {
+		ctx := context.Background()
+		other.PauseCleaner() // rows of an erased scope stay: recall must leave them out by key state
+		mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "ada", Scope: "acme"})
+		mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "ada"})
+		for _, q := range []lethe.Query{{Subject: "ada"}, {Subject: "ada", Scope: "acme"}, {Subject: "bob"}} {
+			recallCount(t, other, q) // caches the index keys of "" and "acme"
+		}
+		mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "ada", Scope: "acme/new"})
+		mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "ada", Scope: "beta"})
+		mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "bob", Scope: "delta"})
+		for _, c := range []struct {
+			q    lethe.Query
+			want int
+		}{
+			{lethe.Query{Subject: "ada"}, 4},
+			{lethe.Query{Subject: "ada", Scope: "acme"}, 2},
+			{lethe.Query{Subject: "bob"}, 1}, // the cached tokens find no row at all
+		} {
+			if n := recallCount(t, other, c.q); n != c.want {
+				t.Errorf("after new scopes, %+v recalls %d grains, want %d", c.q, n, c.want)
+			}
+		}
+		if _, err := a.EraseScope(ctx, "", "acme/new"); err != nil {
+			t.Fatal(err)
+		}
+		p, err := other.Recall(ctx, lethe.Query{Subject: "ada", Scope: "acme", Limit: 1})
+		if err != nil || len(p.Grains) != 1 || p.Grains[0].Scope != "acme" {
+			t.Errorf("after the erase, a page of 1 under acme = %+v, %v; want the grain in acme", p, err)
+		}
+		if n := recallCount(t, other, lethe.Query{Subject: "ada"}); n != 3 {
+			t.Errorf("after the erase, %d grains, want 3", n)
+		}
+	})
+}

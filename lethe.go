@@ -551,19 +551,7 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	f, ok, err := db.filter(ctx, &q)
-	if err != nil || !ok {
-		return &Page{Grains: []Grain{}}, err
-	}
-	if q.Cursor != "" {
-		id, err := strconv.ParseInt(q.Cursor, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, grains.FieldError(grains.CodeInvalidArgument, "cursor", "not a cursor from a previous page")
-		}
-		f.BeforeID = id
-	}
-	f.Limit = q.Limit
-	rows, err := db.store.FindGrains(ctx, *f)
+	rows, err := db.find(ctx, &q)
 	if err != nil {
 		return nil, err
 	}
@@ -588,16 +576,43 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	return page, nil
 }
 
+// find returns the rows of a page of q's answer.
+func (db *DB) find(ctx context.Context, q *Query) ([]store.GrainRow, error) {
+	var before int64
+	if q.Cursor != "" {
+		id, err := strconv.ParseInt(q.Cursor, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, grains.FieldError(grains.CodeInvalidArgument, "cursor", "not a cursor from a previous page")
+		}
+		before = id
+	}
+	for fresh := false; ; fresh = true {
+		f, ok, err := db.filter(ctx, q, fresh)
+		if err != nil || !ok {
+			return nil, err
+		}
+		f.BeforeID, f.Limit = before, q.Limit
+		rows, err := db.store.FindGrains(ctx, *f)
+		if errors.Is(err, store.ErrStaleScopes) && !fresh {
+			continue // the cached index keys miss a scope: read them again
+		}
+		return rows, err
+	}
+}
+
 // filter turns q into a store filter. ok is false when q can match nothing
-// (the memory has no keys yet, so it has no grains).
-func (db *DB) filter(ctx context.Context, q *Query) (*store.Filter, bool, error) {
+// (the memory has no keys yet, so it has no grains). Unless fresh is set,
+// the tokens may come from cached index keys, and the filter asks the store
+// to check that they are not stale (see keys.Keyring.IndexKeys).
+func (db *DB) filter(ctx context.Context, q *Query, fresh bool) (*store.Filter, bool, error) {
 	f := &store.Filter{Memory: q.Memory, Type: q.Type, Namespace: q.Namespace, ScopePrefix: q.Scope,
 		IncludeSuperseded: q.IncludeSuperseded, IncludeArchived: q.IncludeArchived}
 	if q.Subject != "" || q.Relation != "" || q.Object != "" || len(q.Tags) > 0 {
-		idx, err := db.ring.IndexKeys(ctx, q.Memory, q.Scope)
+		idx, gen, err := db.ring.IndexKeys(ctx, q.Memory, q.Scope, fresh)
 		if err != nil {
 			return nil, false, err
 		}
+		f.ScopeGen, f.CheckScopeGen = gen, !fresh
 		toks := func(field, v string) [][]byte {
 			if v == "" {
 				return nil
@@ -781,7 +796,7 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes, mk)
 	default:
 		q := Query{Memory: sel.Memory, Subject: sel.Subject, UserID: sel.UserID}
-		f, ok, ferr := db.filter(ctx, &q)
+		f, ok, ferr := db.filter(ctx, &q, true)
 		if ferr != nil || !ok {
 			del, err = &store.Deletion{}, ferr
 			break

@@ -93,6 +93,9 @@ type Store interface {
 	// ScopeKeys returns the live scope keys of memory at or below prefix
 	// ("" for all).
 	ScopeKeys(ctx context.Context, memory, prefix string) ([]Record, error)
+	// ScopeGeneration returns a number that grows whenever a memory or
+	// scope key of memory is created or destroyed.
+	ScopeGeneration(ctx context.Context, memory string) (int64, error)
 }
 
 // BatchStore is a Store that also reads and creates keys many at a time;

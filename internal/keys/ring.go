@@ -55,6 +55,14 @@ type Keyring struct {
 	byID   *lru[int64, Record] // with Wrapped replaced by the unwrapped key
 	byName *lru[string, int64] // memory/kind/name -> id of the live key
 	chains *lru[string, *Chain]
+	// indexSets caches IndexKeys' answers by memory and prefix.
+	indexSets *lru[string, indexSet]
+}
+
+// indexSet is an answer of IndexKeys and the scope generation it was read at.
+type indexSet struct {
+	keys []ScopeIndex
+	gen  int64
 }
 
 // KeyringConfig configures a Keyring.
@@ -72,7 +80,8 @@ func NewKeyring(cfg KeyringConfig) *Keyring {
 		n = 10000
 	}
 	return &Keyring{store: cfg.Store, wrapper: cfg.Wrapper, now: time.Now,
-		byID: newLRU[int64, Record](n), byName: newLRU[string, int64](n), chains: newLRU[string, *Chain](n)}
+		byID: newLRU[int64, Record](n), byName: newLRU[string, int64](n), chains: newLRU[string, *Chain](n),
+		indexSets: newLRU[string, indexSet](n)}
 }
 
 // Purge drops every cached key. After it returns, no destroyed key is used
@@ -83,6 +92,7 @@ func (k *Keyring) Purge() {
 	k.byID.purge()
 	k.byName.purge()
 	k.chains.purge()
+	k.indexSets.purge()
 }
 
 func nameKey(memory string, kind Kind, name string) string {
@@ -396,7 +406,35 @@ func ParseChainID(chainID string) ([]int64, error) {
 // IndexKeys returns the index key of every scope at or below prefix that has
 // a key (with the root scope "" when prefix is ""): the tokens a query must
 // compute. A memory without a key yields none.
-func (k *Keyring) IndexKeys(ctx context.Context, memory, prefix string) ([]ScopeIndex, error) {
+//
+// gen is the memory's scope generation (Store.ScopeGeneration) read before
+// the keys. Unless fresh is set, the answer may come from a cache: the
+// caller must then check, in the snapshot its query reads, that the
+// generation is still gen (store.Filter.ScopeGen), and call again with
+// fresh set if it is not. Empty answers are never cached.
+func (k *Keyring) IndexKeys(ctx context.Context, memory, prefix string, fresh bool) (idx []ScopeIndex, gen int64, err error) {
+	ck := memory + "\x00" + prefix
+	if !fresh {
+		k.mu.Lock()
+		s, ok := k.indexSets.get(ck)
+		k.mu.Unlock()
+		if ok {
+			return s.keys, s.gen, nil
+		}
+	}
+	if gen, err = k.store.ScopeGeneration(ctx, memory); err != nil {
+		return nil, 0, err
+	}
+	if idx, err = k.indexKeys(ctx, memory, prefix); err != nil || len(idx) == 0 {
+		return idx, gen, err
+	}
+	k.mu.Lock()
+	k.indexSets.put(ck, indexSet{keys: idx, gen: gen})
+	k.mu.Unlock()
+	return idx, gen, nil
+}
+
+func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]ScopeIndex, error) {
 	mk, err := k.key(ctx, memory, KindMemory, "", false)
 	if errors.Is(err, ErrNoKey) {
 		return nil, nil

@@ -124,6 +124,14 @@ func (s *vaultTestStore) ScopeKeys(_ context.Context, memory, prefix string) ([]
 	return out, nil
 }
 
+// ScopeGeneration counts every record, which is enough for a generation:
+// it grows whenever a key is created (destruction is not needed here).
+func (s *vaultTestStore) ScopeGeneration(context.Context, string) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.recs)), nil
+}
+
 // all returns every record, live or not.
 func (s *vaultTestStore) all() []Record {
 	s.mu.Lock()

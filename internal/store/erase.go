@@ -257,6 +257,11 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([
 		if err := bumpEpoch(tx, spec.Memory); err != nil {
 			return err
 		}
+		if spec.Kind != keys.KindUser {
+			if err := bumpScopeGen(tx, spec.Memory); err != nil {
+				return err
+			}
+		}
 		job := CleanupJob{Memory: spec.Memory, Kind: string(spec.Kind), Scope: spec.Name, KeyID: key.ID, CreatedUS: spec.Now}
 		if spec.Kind == keys.KindUser {
 			job.Scope = ""

@@ -26,15 +26,20 @@ const withEpoch = "grains.*, " + epochColumn
 
 const epochColumn = "COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = ?), 0) AS erase_epoch"
 
+// scopeGenColumn reads the memory's scope generation (see ScopeGenRow) in
+// the statement that reads the rows, like epochColumn.
+const scopeGenColumn = "COALESCE((SELECT gen FROM scope_generations WHERE scope_generations.memory = ?), 0) AS scope_gen"
+
 // foundColumns are what FindGrains reads of a row, in scanFound's order:
 // all but the blind tokens and user reference, which only queries use.
 const foundColumns = "id, hash, memory, type, namespace, scope, importance, confidence, salience, pinned, archived, " +
-	"created_us, last_retrieved_us, retrieval_count, supersedes, superseded_by, key_chain, user_key_id, blob, " + epochColumn
+	"created_us, last_retrieved_us, retrieval_count, supersedes, superseded_by, key_chain, user_key_id, blob, " +
+	epochColumn + ", " + scopeGenColumn
 
 func scanFound(rows *sql.Rows, r *GrainRow) error {
 	return rows.Scan(&r.ID, &r.Hash, &r.Memory, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Confidence, &r.Salience,
 		&r.Pinned, &r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy,
-		&r.KeyChain, &r.UserKeyID, &r.Blob, &r.Epoch)
+		&r.KeyChain, &r.UserKeyID, &r.Blob, &r.Epoch, &r.ScopeGen)
 }
 
 // chainIDs returns the distinct key ids of the rows' chains.
@@ -211,6 +216,14 @@ type Filter struct {
 	// Limit bounds the rows returned (0: no bound).
 	Limit int
 
+	// ScopeGen is the memory's scope generation the tokens were made at,
+	// when they came from a cache (keys.Keyring.IndexKeys). With
+	// CheckScopeGen set, FindGrains fails with ErrStaleScopes if the
+	// generation has moved since: a scope created since has no token in
+	// the lists.
+	ScopeGen      int64
+	CheckScopeGen bool
+
 	userKeyIDs []int64 // the keys of UserRef's user, see resolve
 }
 
@@ -299,7 +312,7 @@ func (f *Filter) resolve(tx *gorm.DB) error {
 }
 
 func (db *DB) findQuery(tx *gorm.DB, f *Filter) *gorm.DB {
-	q := db.where(tx.Model(&GrainRow{}).Select(foundColumns, f.Memory), f).Order("id DESC")
+	q := db.where(tx.Model(&GrainRow{}).Select(foundColumns, f.Memory, f.Memory), f).Order("id DESC")
 	if f.Limit > 0 {
 		q = q.Limit(f.Limit)
 	}
@@ -329,8 +342,30 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 			return nil, translate(err, "find grains")
 		}
 	}
-	return out, translate(res.Err(), "find grains")
+	if err := res.Err(); err != nil {
+		return nil, translate(err, "find grains")
+	}
+	res.Close()
+	if f.CheckScopeGen {
+		// The rows carry the generation of their statement's snapshot. With
+		// no rows, a later read is as good: the generation only grows, so
+		// if it has not moved now, it had not when the rows were read.
+		gen := int64(0)
+		if len(out) > 0 {
+			gen = out[0].ScopeGen
+		} else if gen, err = db.ScopeGeneration(ctx, f.Memory); err != nil {
+			return nil, err
+		}
+		if gen != f.ScopeGen {
+			return nil, ErrStaleScopes
+		}
+	}
+	return out, nil
 }
+
+// ErrStaleScopes is FindGrains' answer to a filter whose tokens were made
+// before the memory's set of scope keys last changed: make them again.
+var ErrStaleScopes = errors.New("store: the memory's scopes changed since the tokens were made")
 
 // Supersede marks old (in memory) as superseded by next and stores next, in
 // one transaction. It fails with already_superseded if old has a newer

@@ -105,6 +105,7 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		lost = lost[:0]
 		var evs []Event
+		bumped := map[string]bool{}
 		for i, r := range rs {
 			row := KeyRow{Memory: r.Memory, Kind: string(r.Kind), Name: r.Name, Wrapped: r.Wrapped,
 				Fingerprint: r.Fingerprint, CreatedUS: r.CreatedAt.UnixMicro()}
@@ -117,6 +118,12 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 				continue
 			}
 			out[i] = toRecord(row)
+			if (r.Kind == keys.KindScope || r.Kind == keys.KindMemory) && !bumped[r.Memory] {
+				if err := bumpScopeGen(tx, r.Memory); err != nil {
+					return err
+				}
+				bumped[r.Memory] = true
+			}
 			if db.keyEvent != nil {
 				ev, err := db.keyEvent(ctx, out[i])
 				if err != nil {
@@ -156,6 +163,38 @@ func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) 
 		out[i] = toRecord(r)
 	}
 	return out, nil
+}
+
+// ScopeGenRow counts the changes to a memory's set of index keys: the
+// creations and destructions of its memory and scope keys. Queries read it
+// with their rows, so that a reader whose tokens come from cached index keys
+// learns, in the same snapshot, whether a scope was created since (see
+// Filter.ScopeGen). It is bumped in the transaction that changes the set.
+type ScopeGenRow struct {
+	Memory string `gorm:"primaryKey;size:64"`
+	Gen    int64  `gorm:"not null"`
+}
+
+// TableName is the scope generation table.
+func (ScopeGenRow) TableName() string { return "scope_generations" }
+
+func bumpScopeGen(tx *gorm.DB, memory string) error {
+	err := tx.Exec(`INSERT INTO scope_generations (memory, gen) VALUES (?, 1)
+		ON CONFLICT (memory) DO UPDATE SET gen = scope_generations.gen + 1`, memory).Error
+	return translate(err, "bump scope generation")
+}
+
+// ScopeGeneration returns the scope generation of memory (0 before its
+// first key).
+func (db *DB) ScopeGeneration(ctx context.Context, memory string) (int64, error) {
+	var gen []int64
+	if err := db.gorm.WithContext(ctx).Model(&ScopeGenRow{}).Where("memory = ?", memory).Pluck("gen", &gen).Error; err != nil {
+		return 0, translate(err, "read scope generation")
+	}
+	if len(gen) == 0 {
+		return 0, nil
+	}
+	return gen[0], nil
 }
 
 // ScopeKeys returns the live scope keys of memory at or below prefix.

@@ -45,6 +45,9 @@ type GrainRow struct {
 	Tags []TagRow `gorm:"-"`
 	// Epoch is the memory's erase epoch, read with the row (see EpochRow).
 	Epoch int64 `gorm:"->;column:erase_epoch;-:migration"`
+	// ScopeGen is the memory's scope generation, read with the row (see
+	// ScopeGenRow); FindGrains only.
+	ScopeGen int64 `gorm:"->;column:scope_gen;-:migration"`
 }
 
 // TableName is the grains table.

@@ -166,7 +166,7 @@ func (db *DB) Ping(ctx context.Context) error {
 // clauses differ in meaning from plain uniqueness.
 func (db *DB) migrate(ctx context.Context) error {
 	g := db.gorm.WithContext(ctx)
-	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &CleanupJob{}, &CountRow{}, &UserCountRow{}); err != nil {
+	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &ScopeGenRow{}, &CleanupJob{}, &CountRow{}, &UserCountRow{}); err != nil {
 		return translate(err, "migrate schema")
 	}
 	if err := migrateUserCounts(g); err != nil {
