@@ -303,15 +303,6 @@ func (p Payload) Encode() []byte {
 	return b
 }
 
-// DecodePayload parses a canonical payload.
-func DecodePayload(b []byte) (Payload, error) {
-	var p Payload
-	if err := json.Unmarshal(b, &p); err != nil {
-		return Payload{}, Wrap(CodeInternal, "corrupt grain payload", err)
-	}
-	return p, nil
-}
-
 // DedupMaterial returns the bytes that decide whether two writes are the same
 // grain: type, namespace and the canonical payload. Two grains with equal
 // material in the same memory and scope are one grain.
