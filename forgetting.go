@@ -83,10 +83,17 @@ const (
 	// be written; past it, updates are dropped and counted.
 	retrievalQueue = 1024
 	// retrievalFlush is how often pending retrieval statistics are written.
-	retrievalFlush = 200 * time.Millisecond
+	// A retrieval rewrites its grain's row, and rows retrieved together
+	// are rarely neighbours: on SQLite each costs a page written to the
+	// WAL and checkpointed. The longer statistics wait, the more of them
+	// share a page (and a grain retrieved twice is written once).
+	retrievalFlush = time.Second
 	// retrievalFlushSize writes pending statistics early once this many
 	// grains wait.
-	retrievalFlushSize = 2000
+	retrievalFlushSize = 50000
+	// retrievalTx bounds the grains one transaction of statistics updates,
+	// so that a flush holds SQLite's write lock for short spans.
+	retrievalTx = 2000
 	// schedulerTick is how often RunPolicies looks for due policies.
 	schedulerTick = time.Minute
 	// triggerSpacing is the least time between two ladder runs of one
@@ -119,8 +126,8 @@ type forgetter struct {
 }
 
 type retrievalBatch struct {
-	at     int64
-	hashes []string
+	at  int64
+	ids []int64 // grain row ids
 }
 
 type triggerEvent struct {
@@ -798,8 +805,9 @@ func isListing(q *Query) bool {
 }
 
 // afterRecall ranks a recall's page (unless it is a listing), queues the
-// retrieval statistics of what it returns, and fires query_complete.
-func (db *DB) afterRecall(q *Query, gs []Grain) {
+// retrieval statistics of what it returns (ids are the grains' row ids),
+// and fires query_complete.
+func (db *DB) afterRecall(q *Query, gs []Grain, ids []int64) {
 	db.trigger(q.Memory, TriggerQueryComplete)
 	if len(gs) == 0 {
 		return
@@ -808,11 +816,7 @@ func (db *DB) afterRecall(q *Query, gs []Grain) {
 	if !isListing(q) {
 		rank(&db.forget.policy.Retrieval, gs, now)
 	}
-	hashes := make([]string, len(gs))
-	for i := range gs {
-		hashes[i] = gs[i].Hash
-	}
-	db.trackRetrievals(now, hashes)
+	db.trackRetrievals(now, ids)
 }
 
 // rank orders gs by relevance (1 for every exact match) times the
@@ -828,11 +832,11 @@ func rank(c *forgetting.RetrievalConfig, gs []Grain, now time.Time) {
 
 // trackRetrievals queues retrieval statistics without blocking: when the
 // queue is full the update is dropped and counted.
-func (db *DB) trackRetrievals(now time.Time, hashes []string) {
+func (db *DB) trackRetrievals(now time.Time, ids []int64) {
 	select {
-	case db.forget.queue <- retrievalBatch{at: now.UnixMicro(), hashes: hashes}:
+	case db.forget.queue <- retrievalBatch{at: now.UnixMicro(), ids: ids}:
 	default:
-		db.forget.dropped.Add(int64(len(hashes)))
+		db.forget.dropped.Add(int64(len(ids)))
 	}
 }
 
@@ -845,15 +849,15 @@ func (db *DB) DroppedRetrievals() int64 { return db.forget.dropped.Load() }
 // closes, then writes what is left.
 func (db *DB) runTracker(stop <-chan struct{}) {
 	f := db.forget
-	pending := map[string]*store.Retrieval{}
+	pending := map[int64]*store.Retrieval{}
 	t := time.NewTicker(retrievalFlush)
 	defer t.Stop()
 	add := func(b retrievalBatch) {
-		for _, h := range b.hashes {
-			r := pending[h]
+		for _, id := range b.ids {
+			r := pending[id]
 			if r == nil {
-				r = &store.Retrieval{Hash: h}
-				pending[h] = r
+				r = &store.Retrieval{ID: id}
+				pending[id] = r
 			}
 			r.Count++
 			r.LastUS = max(r.LastUS, b.at)
@@ -864,18 +868,25 @@ func (db *DB) runTracker(stop <-chan struct{}) {
 			return
 		}
 		rs := make([]store.Retrieval, 0, len(pending))
-		n := int64(0)
 		for _, r := range pending {
 			rs = append(rs, *r)
-			n += r.Count
 		}
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Hash < rs[j].Hash }) // one lock order across instances
+		// In id order: one lock order across instances, and neighbouring
+		// rows in one transaction.
+		sort.Slice(rs, func(i, j int) bool { return rs[i].ID < rs[j].ID })
 		clear(pending)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := db.store.RecordRetrievals(ctx, rs, f.policy.Ladder.RetrievalBump); err != nil {
-			f.dropped.Add(n)
-			db.logger.Warn("could not record retrieval statistics; they are dropped", slog.Any("error", err))
+		for i := 0; i < len(rs); i += retrievalTx {
+			part := rs[i:min(i+retrievalTx, len(rs))]
+			if err := db.store.RecordRetrievals(ctx, part, f.policy.Ladder.RetrievalBump); err != nil {
+				n := int64(0)
+				for _, r := range part {
+					n += r.Count
+				}
+				f.dropped.Add(n)
+				db.logger.Warn("could not record retrieval statistics; they are dropped", slog.Any("error", err))
+			}
 		}
 	}
 	drain := func() {

@@ -557,6 +557,7 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	}
 	db.observe(rows)
 	page := &Page{Grains: make([]Grain, 0, len(rows))}
+	ids := make([]int64, 0, len(rows))
 	for i := range rows {
 		g, err := db.open(ctx, &rows[i])
 		if grains.ErrorCode(err) == grains.CodeErased {
@@ -567,12 +568,13 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 		}
 		if matches(g, &q) {
 			page.Grains = append(page.Grains, *g)
+			ids = append(ids, rows[i].ID)
 		}
 	}
 	if len(rows) == q.Limit {
 		page.Next = strconv.FormatInt(rows[len(rows)-1].ID, 10)
 	}
-	db.afterRecall(&q, page.Grains)
+	db.afterRecall(&q, page.Grains, ids)
 	return page, nil
 }
 

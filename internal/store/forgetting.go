@@ -417,7 +417,7 @@ func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, facto
 
 // Retrieval is the retrievals of one grain since the last flush.
 type Retrieval struct {
-	Hash   string
+	ID     int64 // the grain's row id
 	Count  int64
 	LastUS int64
 }
@@ -425,7 +425,8 @@ type Retrieval struct {
 // RecordRetrievals adds retrieval statistics in one transaction: each
 // grain's retrieval count grows by Count, its last retrieval moves forward
 // to LastUS, and its salience grows by bump per retrieval, capped at 1.
-// Grains deleted meanwhile are ignored.
+// Grains deleted meanwhile are ignored. Callers sort rs by id, so that
+// instances flushing at once lock rows in one order.
 func (db *DB) RecordRetrievals(ctx context.Context, rs []Retrieval, bump float64) error {
 	if len(rs) == 0 {
 		return nil
@@ -435,31 +436,73 @@ func (db *DB) RecordRetrievals(ctx context.Context, rs []Retrieval, bump float64
 	}
 	// SQLite: one statement per chunk, joined on a VALUES list. Recalls
 	// return thousands of grains a second, and an UPDATE each cost them a
-	// fifth of their time. (PostgreSQL keeps an UPDATE each, in hash order:
+	// fifth of their time. (PostgreSQL keeps an UPDATE each, in id order:
 	// a join would lock rows in the plan's order, and two instances
 	// flushing at once could deadlock. SQLite has one writer.)
-	const per = chunk / 4
-	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for i := 0; i < len(rs); i += per {
-			part := rs[i:min(i+per, len(rs))]
-			vals := make([]string, len(part))
-			args := make([]any, 0, 4*len(part))
-			for j, r := range part {
-				vals[j] = "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS DOUBLE PRECISION))"
-				args = append(args, r.Hash, r.Count, r.LastUS, bump*float64(r.Count))
-			}
-			stmt := `WITH v(hash, n, last_us, add_s) AS (VALUES ` + strings.Join(vals, ", ") + `)
+	//
+	// The statement is prepared once per connection, outside gorm: gorm
+	// prepares a statement again in every transaction, and preparing this
+	// one cost more than running it. A short chunk is padded with rows that
+	// match no grain (ids start at 1).
+	stmt, err := db.retrievalStmt(ctx)
+	if err != nil {
+		return translate(err, "record retrievals")
+	}
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		return translate(err, "record retrievals")
+	}
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return translate(err, "record retrievals")
+	}
+	defer tx.Rollback()
+	st := tx.StmtContext(ctx, stmt)
+	args := make([]any, 0, 4*retrievalChunk)
+	for i := 0; i < len(rs); i += retrievalChunk {
+		args = args[:0]
+		for _, r := range rs[i:min(i+retrievalChunk, len(rs))] {
+			args = append(args, r.ID, r.Count, r.LastUS, bump*float64(r.Count))
+		}
+		for len(args) < cap(args) {
+			args = append(args, 0, 0, 0, 0.0)
+		}
+		if _, err := st.ExecContext(ctx, args...); err != nil {
+			return translate(err, "record retrievals")
+		}
+	}
+	return translate(tx.Commit(), "record retrievals")
+}
+
+// retrievalChunk is the number of grains one retrieval update joins.
+const retrievalChunk = chunk / 4
+
+// retrievalStmt returns the SQLite statement that records the retrievals
+// of retrievalChunk grains, prepared on first use.
+func (db *DB) retrievalStmt(ctx context.Context) (*sql.Stmt, error) {
+	db.retrieval.mu.Lock()
+	defer db.retrieval.mu.Unlock()
+	if db.retrieval.stmt != nil {
+		return db.retrieval.stmt, nil
+	}
+	vals := make([]string, retrievalChunk)
+	for j := range vals {
+		vals[j] = "(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS DOUBLE PRECISION))"
+	}
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		return nil, err
+	}
+	stmt, err := sqlDB.PrepareContext(ctx, `WITH v(id, n, last_us, add_s) AS (VALUES `+strings.Join(vals, ", ")+`)
 UPDATE grains SET retrieval_count = retrieval_count + v.n,
   last_retrieved_us = CASE WHEN last_retrieved_us < v.last_us THEN v.last_us ELSE last_retrieved_us END,
   salience = CASE WHEN salience + v.add_s > 1 THEN 1 ELSE salience + v.add_s END
-FROM v WHERE grains.hash = v.hash`
-			if err := tx.Exec(stmt, args...).Error; err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return translate(err, "record retrievals")
+FROM v WHERE grains.id = v.id`)
+	if err != nil {
+		return nil, err
+	}
+	db.retrieval.stmt = stmt
+	return stmt, nil
 }
 
 func (db *DB) recordRetrievalsEach(ctx context.Context, rs []Retrieval, bump float64) error {
@@ -469,7 +512,7 @@ func (db *DB) recordRetrievalsEach(ctx context.Context, rs []Retrieval, bump flo
 			if err := tx.Exec(`UPDATE grains SET retrieval_count = retrieval_count + ?,
   last_retrieved_us = CASE WHEN last_retrieved_us < ? THEN ? ELSE last_retrieved_us END,
   salience = CASE WHEN salience + ? > 1 THEN 1 ELSE salience + ? END
-WHERE hash = ?`, r.Count, r.LastUS, r.LastUS, add, add, r.Hash).Error; err != nil {
+WHERE id = ?`, r.Count, r.LastUS, r.LastUS, add, add, r.ID).Error; err != nil {
 				return err
 			}
 		}

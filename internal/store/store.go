@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +69,12 @@ type DB struct {
 	analyzing atomic.Bool
 
 	keyEvent func(context.Context, keys.Record) (Event, error)
+
+	// retrieval holds the prepared statement of RecordRetrievals (SQLite).
+	retrieval struct {
+		mu   sync.Mutex
+		stmt *sql.Stmt
+	}
 }
 
 // Open opens the database and brings its schema up to date.
@@ -142,6 +149,11 @@ func (db *DB) Close() error {
 	if err != nil {
 		return err
 	}
+	db.retrieval.mu.Lock()
+	if db.retrieval.stmt != nil {
+		db.retrieval.stmt.Close()
+	}
+	db.retrieval.mu.Unlock()
 	return sqlDB.Close()
 }
 

@@ -386,7 +386,11 @@ func TestRecordRetrievals(t *testing.T) {
 		}
 		var rs []Retrieval
 		for i, h := range hs {
-			rs = append(rs, Retrieval{Hash: h, Count: int64(1 + i%3), LastUS: 1000})
+			g, err := db.GrainByHash(ctx, f.memory, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, Retrieval{ID: g.ID, Count: int64(1 + i%3), LastUS: 1000})
 		}
 		if err := db.RecordRetrievals(ctx, rs, 0.2); err != nil {
 			t.Fatal(err)
