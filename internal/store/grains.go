@@ -5,8 +5,11 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -40,6 +43,49 @@ func scanFound(rows *sql.Rows, r *GrainRow) error {
 	return rows.Scan(&r.ID, &r.Hash, &r.Memory, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Confidence, &r.Salience,
 		&r.Pinned, &r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy,
 		&r.KeyChain, &r.UserKeyID, &r.Blob, &r.Epoch, &r.ScopeGen)
+}
+
+// packedColumns is foundColumns for SQLite, where go-sqlite3 makes two or
+// three cgo calls per column of every row and they were most of a
+// recall's cost: the validated text fields (none holds a space) and the
+// integers travel as one space-separated text, which scanPacked splits.
+const packedColumns = "id, hash, importance, confidence, salience, blob, " +
+	"type || ' ' || namespace || ' ' || scope || ' ' || supersedes || ' ' || superseded_by || ' ' || key_chain || ' ' || " +
+	"pinned || ' ' || archived || ' ' || created_us || ' ' || last_retrieved_us || ' ' || retrieval_count || ' ' || user_key_id || ' ' || " +
+	"COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = ?), 0) || ' ' || " +
+	"COALESCE((SELECT gen FROM scope_generations WHERE scope_generations.memory = ?), 0)"
+
+func scanPacked(rows *sql.Rows, r *GrainRow, memory string) error {
+	var packed string
+	if err := rows.Scan(&r.ID, &r.Hash, &r.Importance, &r.Confidence, &r.Salience, &r.Blob, &packed); err != nil {
+		return err
+	}
+	var f [14]string
+	n := 0
+	for n < len(f)-1 {
+		i := strings.IndexByte(packed, ' ')
+		if i < 0 {
+			break
+		}
+		f[n], packed = packed[:i], packed[i+1:]
+		n++
+	}
+	f[n] = packed
+	if n != len(f)-1 {
+		return fmt.Errorf("grain row %d: %d packed fields", r.ID, n+1)
+	}
+	r.Memory, r.Type, r.Namespace, r.Scope, r.Supersedes, r.SupersededBy, r.KeyChain = memory, f[0], f[1], f[2], f[3], f[4], f[5]
+	var ints [8]int64
+	for i := range ints {
+		v, err := strconv.ParseInt(f[6+i], 10, 64)
+		if err != nil {
+			return fmt.Errorf("grain row %d: packed field %d: %w", r.ID, 6+i, err)
+		}
+		ints[i] = v
+	}
+	r.Pinned, r.Archived = ints[0] != 0, ints[1] != 0
+	r.CreatedUS, r.LastRetrievedUS, r.RetrievalCount, r.UserKeyID, r.Epoch, r.ScopeGen = ints[2], ints[3], ints[4], ints[5], ints[6], ints[7]
+	return nil
 }
 
 // chainIDs returns the distinct key ids of the rows' chains.
@@ -241,43 +287,77 @@ func (f *Filter) empty() bool {
 	return false
 }
 
-func (db *DB) where(tx *gorm.DB, f *Filter) *gorm.DB {
-	q := tx.Where("memory = ?", f.Memory)
+// whereSQL is f's condition, with ? placeholders.
+func (db *DB) whereSQL(f *Filter) (string, []any) {
+	var b strings.Builder
+	args := []any{f.Memory}
+	b.WriteString("memory = ?")
+	in := func(cond string, vals []any) {
+		b.WriteString(" AND ")
+		b.WriteString(cond)
+		b.WriteString(" IN (")
+		for i, v := range vals {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('?')
+			args = append(args, v)
+		}
+		b.WriteByte(')')
+	}
+	toks := func(ts [][]byte) []any {
+		out := make([]any, len(ts))
+		for i, t := range ts {
+			out[i] = t
+		}
+		return out
+	}
 	if f.Subject != nil {
-		q = q.Where("s_tok IN ?", f.Subject)
+		in("s_tok", toks(f.Subject))
 	}
 	if f.Relation != nil {
-		q = q.Where("r_tok IN ?", f.Relation)
+		in("r_tok", toks(f.Relation))
 	}
 	if f.Object != nil {
-		q = q.Where("o_tok IN ?", f.Object)
+		in("o_tok", toks(f.Object))
 	}
 	for _, t := range f.Tags {
-		q = q.Where("id IN (SELECT grain_id FROM grain_tags WHERE token IN ?)", t)
+		in("id IN (SELECT grain_id FROM grain_tags WHERE token", toks(t))
+		b.WriteByte(')')
 	}
 	if f.UserRef != nil {
-		q = q.Where("user_key_id IN ?", nonEmpty(f.userKeyIDs))
+		ids := nonEmpty(f.userKeyIDs)
+		vals := make([]any, len(ids))
+		for i, id := range ids {
+			vals[i] = id
+		}
+		in("user_key_id", vals)
+	}
+	and := func(cond string, vals ...any) {
+		b.WriteString(" AND ")
+		b.WriteString(cond)
+		args = append(args, vals...)
 	}
 	if f.Type != "" {
-		q = q.Where("type = ?", f.Type)
+		and("type = ?", f.Type)
 	}
 	if f.Namespace != "" {
-		q = q.Where("namespace = ?", f.Namespace)
+		and("namespace = ?", f.Namespace)
 	}
 	if f.ScopePrefix != "" {
-		cond, args := db.underPrefix("scope", f.ScopePrefix)
-		q = q.Where(cond, args...)
+		cond, vals := db.underPrefix("scope", f.ScopePrefix)
+		and(cond, vals...)
 	}
 	if !f.IncludeSuperseded {
-		q = q.Where("superseded_by = ''")
+		and("superseded_by = ''")
 	}
 	if !f.IncludeArchived {
-		q = q.Where("archived = ?", false)
+		and("archived = ?", false)
 	}
 	if f.BeforeID > 0 {
-		q = q.Where("id < ?", f.BeforeID)
+		and("id < ?", f.BeforeID)
 	}
-	return q
+	return b.String(), args
 }
 
 // userKeyIDs returns the ids of every key, live or destroyed, of the user
@@ -311,12 +391,40 @@ func (f *Filter) resolve(tx *gorm.DB) error {
 	return err
 }
 
-func (db *DB) findQuery(tx *gorm.DB, f *Filter) *gorm.DB {
-	q := db.where(tx.Model(&GrainRow{}).Select(foundColumns, f.Memory, f.Memory), f).Order("id DESC")
-	if f.Limit > 0 {
-		q = q.Limit(f.Limit)
+// findQuery is FindGrains' statement and its arguments. It is built by
+// hand, not by gorm: gorm's statement building cost a recall more than
+// scanning its rows.
+func (db *DB) findQuery(f *Filter) (string, []any) {
+	cols := foundColumns
+	if db.dialect == SQLite {
+		cols = packedColumns
 	}
-	return q
+	cond, args := db.whereSQL(f)
+	q := "SELECT " + cols + " FROM grains WHERE " + cond + " ORDER BY id DESC"
+	if f.Limit > 0 {
+		q += " LIMIT " + strconv.Itoa(f.Limit)
+	}
+	return db.rebind(q), append([]any{f.Memory, f.Memory}, args...)
+}
+
+// rebind turns the ? placeholders of q into PostgreSQL's $1, $2...; q holds
+// no ? in a literal.
+func (db *DB) rebind(q string) string {
+	if db.dialect != Postgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] != '?' {
+			b.WriteByte(q[i])
+			continue
+		}
+		n++
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String()
 }
 
 // FindGrains returns the rows matching f, newest first, without their
@@ -329,8 +437,10 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 		return nil, err
 	}
 	// Scanned by hand: gorm's reflection cost a 10-row recall on SQLite
-	// more than the query itself.
-	res, err := db.findQuery(db.gorm.WithContext(ctx), &f).Rows()
+	// more than the query itself. The statement is prepared once, in
+	// gorm's cache of prepared statements.
+	q, args := db.findQuery(&f)
+	res, err := db.gorm.ConnPool.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, translate(err, "find grains")
 	}
@@ -338,7 +448,13 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 	var out []GrainRow
 	for res.Next() {
 		out = append(out, GrainRow{})
-		if err := scanFound(res, &out[len(out)-1]); err != nil {
+		var err error
+		if db.dialect == SQLite {
+			err = scanPacked(res, &out[len(out)-1], f.Memory)
+		} else {
+			err = scanFound(res, &out[len(out)-1])
+		}
+		if err != nil {
 			return nil, translate(err, "find grains")
 		}
 	}
@@ -505,17 +621,38 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, mk EventsFunc) (*Deleti
 		if err := f.resolve(tx); err != nil {
 			return err
 		}
-		var seeds []chainRow
-		if err := db.where(tx.Model(&GrainRow{}), &f).Find(&seeds).Error; err != nil {
-			return translate(err, "find grains")
+		seeds, err := db.chainRowsWhere(ctx, tx, &f)
+		if err != nil {
+			return err
 		}
-		var err error
 		if del, err = deleteChains(tx, f.Memory, seeds); err != nil {
 			return err
 		}
 		return commitEvents(tx, del, mk)
 	})
 	return del, translate(err, "delete grains")
+}
+
+// chainRowsWhere reads the chain rows matching f, in tx. (Not through
+// gorm's condition building, which would split a token's bytes into as
+// many parameters when it follows a parenthesis.)
+func (db *DB) chainRowsWhere(ctx context.Context, tx *gorm.DB, f *Filter) ([]chainRow, error) {
+	cond, args := db.whereSQL(f)
+	res, err := tx.Statement.ConnPool.QueryContext(ctx,
+		db.rebind("SELECT id, hash, supersedes, superseded_by, scope, user_key_id FROM grains WHERE "+cond), args...)
+	if err != nil {
+		return nil, translate(err, "find grains")
+	}
+	defer res.Close()
+	var out []chainRow
+	for res.Next() {
+		var r chainRow
+		if err := res.Scan(&r.ID, &r.Hash, &r.Supersedes, &r.SupersededBy, &r.Scope, &r.UserKeyID); err != nil {
+			return nil, translate(err, "find grains")
+		}
+		out = append(out, r)
+	}
+	return out, translate(res.Err(), "find grains")
 }
 
 // deleteChains closes seeds over their version chains and deletes them all.

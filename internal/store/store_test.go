@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"gorm.io/gorm"
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -156,8 +155,7 @@ func explain(t *testing.T, db *DB, f *Filter) string {
 	if err := f.resolve(db.gorm); err != nil {
 		t.Fatal(err)
 	}
-	var rows []GrainRow
-	stmt := db.findQuery(db.gorm.Session(&gorm.Session{DryRun: true}), f).Find(&rows).Statement
+	q, args := db.findQuery(f)
 	prefix := "EXPLAIN "
 	if db.dialect == SQLite {
 		prefix = "EXPLAIN QUERY PLAN "
@@ -166,9 +164,9 @@ func explain(t *testing.T, db *DB, f *Filter) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sqlDB.Query(prefix+stmt.SQL.String(), stmt.Vars...)
+	res, err := sqlDB.Query(prefix+q, args...)
 	if err != nil {
-		t.Fatalf("explain %s: %v", stmt.SQL.String(), err)
+		t.Fatalf("explain %s: %v", q, err)
 	}
 	defer res.Close()
 	cols, _ := res.Columns()
