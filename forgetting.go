@@ -1,6 +1,7 @@
 package lethe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,9 +80,9 @@ const (
 	archiveBatch = 1000
 	// maxReportHashes bounds the hashes a result lists; counts stay exact.
 	maxReportHashes = 10000
-	// retrievalQueue bounds the recalls whose retrieval statistics wait to
-	// be written; past it, updates are dropped and counted.
-	retrievalQueue = 1024
+	// retrievalMax bounds the grains whose retrieval statistics wait to be
+	// written; past it, updates of further grains are dropped and counted.
+	retrievalMax = 4 * retrievalFlushSize
 	// retrievalFlush is how often pending retrieval statistics are written.
 	// A retrieval rewrites its grain's row, and rows retrieved together
 	// are rarely neighbours: on SQLite each costs a page written to the
@@ -114,7 +115,8 @@ type forgetter struct {
 	policy     *forgetting.Policy
 	summarizer forgetting.Summarizer
 
-	queue   chan retrievalBatch
+	stats   retrievals
+	kick    chan struct{} // retrievalFlushSize grains wait
 	flushes chan chan struct{}
 	dropped atomic.Int64
 
@@ -123,11 +125,6 @@ type forgetter struct {
 	mu      sync.Mutex
 	running map[string]bool      // policy runs in progress in this process
 	fired   map[string]time.Time // memory -> last ladder run from a write or recall trigger
-}
-
-type retrievalBatch struct {
-	at  int64
-	ids []int64 // grain row ids
 }
 
 type triggerEvent struct {
@@ -152,7 +149,7 @@ func (db *DB) openForgetting(ctx context.Context, cfg *Config) error {
 	f := &forgetter{
 		policy:     p,
 		summarizer: cfg.Summarizer,
-		queue:      make(chan retrievalBatch, retrievalQueue),
+		kick:       make(chan struct{}, 1),
 		flushes:    make(chan chan struct{}),
 		triggers:   make(chan triggerEvent, 64),
 		running:    map[string]bool{},
@@ -830,51 +827,79 @@ func rank(c *forgetting.RetrievalConfig, gs []Grain, now time.Time) {
 	sort.SliceStable(gs, func(i, j int) bool { return score[gs[i].Hash] > score[gs[j].Hash] })
 }
 
-// trackRetrievals queues retrieval statistics without blocking: when the
-// queue is full the update is dropped and counted.
+// trackRetrievals adds the retrieval of the grains with row ids ids to the
+// statistics waiting for the tracker, without blocking on it: past
+// retrievalMax waiting grains, a new grain's update is dropped and counted.
 func (db *DB) trackRetrievals(now time.Time, ids []int64) {
-	select {
-	case db.forget.queue <- retrievalBatch{at: now.UnixMicro(), ids: ids}:
-	default:
-		db.forget.dropped.Add(int64(len(ids)))
+	f := db.forget
+	at := now.UnixMicro()
+	f.stats.mu.Lock()
+	if f.stats.pending == nil {
+		f.stats.pending = map[int64]store.Retrieval{}
+	}
+	for _, id := range ids {
+		r, ok := f.stats.pending[id]
+		if !ok && len(f.stats.pending) >= retrievalMax {
+			f.dropped.Add(1)
+			continue
+		}
+		r.ID, r.Count, r.LastUS = id, r.Count+1, max(r.LastUS, at)
+		f.stats.pending[id] = r
+	}
+	full := len(f.stats.pending) >= retrievalFlushSize
+	f.stats.mu.Unlock()
+	if full {
+		select {
+		case f.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // DroppedRetrievals returns the number of retrieval-statistics updates
-// dropped because the queue was full or the write failed since Open.
+// dropped because too many waited or the write failed since Open.
 // Dropping one loses a salience bump and a count; it never loses data.
 func (db *DB) DroppedRetrievals() int64 { return db.forget.dropped.Load() }
 
-// runTracker writes queued retrieval statistics in batches until stop
-// closes, then writes what is left.
+// retrievals are the statistics waiting for the tracker, by grain row id.
+// Recalls add to them under a mutex rather than sending on a channel: a
+// send woke the tracker's goroutine at every recall, which cost a recall a
+// thread wake-up and the tracker a context switch.
+type retrievals struct {
+	mu      sync.Mutex
+	pending map[int64]store.Retrieval
+	spare   map[int64]store.Retrieval // the map being written, reused
+}
+
+// runTracker writes the waiting retrieval statistics every retrievalFlush,
+// or when retrievalFlushSize grains wait, until stop closes; then it
+// writes what is left.
 func (db *DB) runTracker(stop <-chan struct{}) {
 	f := db.forget
-	pending := map[int64]*store.Retrieval{}
 	t := time.NewTicker(retrievalFlush)
 	defer t.Stop()
-	add := func(b retrievalBatch) {
-		for _, id := range b.ids {
-			r := pending[id]
-			if r == nil {
-				r = &store.Retrieval{ID: id}
-				pending[id] = r
-			}
-			r.Count++
-			r.LastUS = max(r.LastUS, b.at)
-		}
-	}
 	flush := func() {
-		if len(pending) == 0 {
+		f.stats.mu.Lock()
+		taken := f.stats.pending
+		f.stats.pending, f.stats.spare = f.stats.spare, nil
+		f.stats.mu.Unlock()
+		if len(taken) == 0 {
+			f.stats.mu.Lock()
+			f.stats.spare = taken
+			f.stats.mu.Unlock()
 			return
 		}
-		rs := make([]store.Retrieval, 0, len(pending))
-		for _, r := range pending {
-			rs = append(rs, *r)
+		rs := make([]store.Retrieval, 0, len(taken))
+		for _, r := range taken {
+			rs = append(rs, r)
 		}
+		clear(taken)
+		f.stats.mu.Lock()
+		f.stats.spare = taken
+		f.stats.mu.Unlock()
 		// In id order: one lock order across instances, and neighbouring
 		// rows in one transaction.
-		sort.Slice(rs, func(i, j int) bool { return rs[i].ID < rs[j].ID })
-		clear(pending)
+		slices.SortFunc(rs, func(a, b store.Retrieval) int { return cmp.Compare(a.ID, b.ID) })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for i := 0; i < len(rs); i += retrievalTx {
@@ -889,31 +914,16 @@ func (db *DB) runTracker(stop <-chan struct{}) {
 			}
 		}
 	}
-	drain := func() {
-		for {
-			select {
-			case b := <-f.queue:
-				add(b)
-			default:
-				return
-			}
-		}
-	}
 	for {
 		select {
 		case <-stop:
-			drain()
 			flush()
 			return
 		case done := <-f.flushes:
-			drain()
 			flush()
 			close(done)
-		case b := <-f.queue:
-			add(b)
-			if len(pending) >= retrievalFlushSize {
-				flush()
-			}
+		case <-f.kick:
+			flush()
 		case <-t.C:
 			flush()
 		}
@@ -1293,8 +1303,17 @@ func (db *DB) compress(ctx context.Context, memory string, rows []store.OpRow, h
 // --- Scheduling ---
 
 // trigger asks the scheduler, if one runs, for a ladder run on memory.
+// What runTrigger would ignore is not sent: a send wakes the scheduler's
+// goroutine, and every write and recall triggers.
 func (db *DB) trigger(memory string, t Trigger) {
-	if db.forget == nil {
+	f := db.forget
+	if f == nil || !f.policy.Ladder.Enabled || !slices.Contains(f.policy.Ladder.Triggers, t) {
+		return
+	}
+	f.mu.Lock()
+	last, ok := f.fired[memory]
+	f.mu.Unlock()
+	if ok && time.Since(last) < triggerSpacing {
 		return
 	}
 	select {
