@@ -266,7 +266,24 @@ func ValidHash(h string) bool { return hashPattern.MatchString(h) }
 // relations, objects and tags: trimmed, inner white space collapsed to one
 // space, lowercased. Lookups are therefore case-insensitive.
 func NormalizeValue(v string) string {
+	if normalASCII(v) {
+		return v // the common case, without allocating: recalls normalise every value they compare
+	}
 	return strings.ToLower(strings.Join(strings.Fields(v), " "))
+}
+
+// normalASCII reports whether v is ASCII and already normalised: no upper
+// case, no white space but single inner spaces.
+func normalASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c >= 0x80 || c >= 'A' && c <= 'Z' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r':
+			return false
+		case c == ' ' && (i == 0 || i == len(v)-1 || v[i-1] == ' '):
+			return false
+		}
+	}
+	return true
 }
 
 // Payload is the sealed part of a grain: every personal field. Its JSON

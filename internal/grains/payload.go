@@ -29,7 +29,9 @@ func DecodePayload(b []byte) (Payload, error) {
 // decodeCanonical parses b if it is in the form Payload.Encode writes; ok
 // is false for anything else.
 func decodeCanonical(b []byte) (p Payload, ok bool) {
-	d := payloadDecoder{b: b}
+	// Strings without escapes are slices of one copy of b: one allocation
+	// for all of them.
+	d := payloadDecoder{b: b, s: string(b)}
 	if !d.byte('{') {
 		return Payload{}, false
 	}
@@ -87,6 +89,7 @@ func indexByte(s string, c byte) int {
 // writes it) from b.
 type payloadDecoder struct {
 	b   []byte
+	s   string // b, as a string
 	pos int
 }
 
@@ -155,12 +158,12 @@ func (d *payloadDecoder) str() (string, bool) {
 	for d.pos < len(d.b) {
 		switch c := d.b[d.pos]; {
 		case c == '"':
-			raw := d.b[start:d.pos]
+			raw := d.s[start:d.pos]
 			d.pos++
-			if !utf8.Valid(raw) {
+			if !utf8.ValidString(raw) {
 				return "", false // encoding/json would replace the bad bytes
 			}
-			return string(raw), true
+			return raw, true
 		case c == '\\':
 			return d.escaped(start)
 		case c < 0x20:

@@ -138,3 +138,23 @@ func BenchmarkDecodePayload(b *testing.B) {
 		}
 	})
 }
+
+// NormalizeValue's shortcut for values already normal agrees with the
+// full normalisation.
+func TestNormalizeValue(t *testing.T) {
+	for _, v := range []string{"", "ada", "ada lovelace", "Ada", " ada", "ada ", "ada  lovelace", "ada\tl", "zoë", "ZOË",
+		"a\nb", "x\u00a0y", "\u2003a", "a\vb", "a\fb", "a\rb", " ", "  ", "a b c", "ab-c_d.e:f"} {
+		if got, want := NormalizeValue(v), strings.ToLower(strings.Join(strings.Fields(v), " ")); got != want {
+			t.Errorf("NormalizeValue(%q) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func FuzzNormalizeValue(f *testing.F) {
+	f.Add("Ada  Lovelace ")
+	f.Fuzz(func(t *testing.T, v string) {
+		if got, want := NormalizeValue(v), strings.ToLower(strings.Join(strings.Fields(v), " ")); got != want {
+			t.Fatalf("NormalizeValue(%q) = %q, want %q", v, got, want)
+		}
+	})
+}
