@@ -165,7 +165,9 @@ func BenchmarkPlainInsert(b *testing.B) {
 }
 
 // BenchmarkRecallBySubject recalls by subject in a memory of 100,000 grains
-// (10 grains per subject) and reports the median latency.
+// (10 grains per subject) and reports the median latency. 1,000 untimed
+// recalls come first: a process unwraps each data key once (here the keys
+// of the 1,000 users), and the steady state is what the figure is about.
 func BenchmarkRecallBySubject(b *testing.B) {
 	for name, mk := range benchStores(b) {
 		b.Run(name, func(b *testing.B) {
@@ -178,6 +180,11 @@ func BenchmarkRecallBySubject(b *testing.B) {
 					batch[j] = benchGrain(i + j)
 				}
 				if _, err := db.AddBatch(ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range 1000 {
+				if _, err := db.Recall(ctx, lethe.Query{Subject: fmt.Sprintf("subject-%d", 9000+i)}); err != nil {
 					b.Fatal(err)
 				}
 			}
