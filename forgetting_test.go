@@ -940,6 +940,11 @@ func TestSchedulerTriggers(t *testing.T) {
 					g, err := db.Get(context.Background(), "", h)
 					return err == nil && g.Archived
 				})
+				// The policy.run event closes the run: it commits after the
+				// archive, so it may not be there yet.
+				eventually(t, tc.trigger+" policy.run event", func() bool {
+					return len(leaves(t, db, proofs.EventPolicyRun, "ladder")) > 0
+				})
 				if ev := leaves(t, db, proofs.EventPolicyRun, "ladder"); len(ev) != 1 || ev[0].Reason != tc.trigger {
 					t.Errorf("ladder runs: %d", len(ev))
 				}
