@@ -621,7 +621,7 @@ func (db *DB) filter(ctx context.Context, q *Query, fresh bool) (*store.Filter, 
 			}
 			out := make([][]byte, 0, len(idx))
 			for _, s := range idx {
-				out = append(out, index.Value(s.IndexKey, field, v))
+				out = append(out, s.Index.Value(field, v))
 			}
 			return out
 		}

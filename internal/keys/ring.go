@@ -29,7 +29,7 @@ type Chain struct {
 	GrainKey []byte
 	// IndexKey makes blind tokens for the chain's scope.
 	IndexKey []byte
-	// Index is IndexKey prepared (nil on chains made for queries).
+	// Index is IndexKey prepared (nil where IndexKey is).
 	Index *index.Key
 	// UserRef is HMAC(memory user-ref key, user id), 16 bytes; nil without a user.
 	UserRef []byte
@@ -37,10 +37,11 @@ type Chain struct {
 	UserKeyID int64
 }
 
-// ScopeIndex is the index key of one scope: the tokens a query computes.
+// ScopeIndex is the index key of one scope, prepared: what a query makes
+// its tokens with.
 type ScopeIndex struct {
-	Scope    string
-	IndexKey []byte
+	Scope string
+	Index *index.Key
 }
 
 // Keyring resolves, creates and caches data keys. It is safe for concurrent
@@ -448,7 +449,7 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 	}
 	var out []ScopeIndex
 	if prefix == "" {
-		out = append(out, ScopeIndex{Scope: "", IndexKey: derive("lethe/index-key/v1\x00"+strconv.FormatInt(mk.ID, 10), mk.Wrapped)})
+		out = append(out, ScopeIndex{Scope: "", Index: index.NewKey(derive("lethe/index-key/v1\x00"+strconv.FormatInt(mk.ID, 10), mk.Wrapped))})
 	}
 	recs := make(map[string]Record, len(scopes))
 	for _, r := range scopes {
@@ -475,18 +476,18 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 			}
 			return nil, err
 		}
-		out = append(out, ScopeIndex{Scope: s.Name, IndexKey: c})
+		out = append(out, ScopeIndex{Scope: s.Name, Index: c})
 	}
 	return out, nil
 }
 
-func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs map[string]Record) ([]byte, error) {
+func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs map[string]Record) (*index.Key, error) {
 	ck := "idx\x00" + mk.Memory + "\x00" + scope
 	k.mu.Lock()
 	c, ok := k.chains.get(ck)
 	k.mu.Unlock()
 	if ok {
-		return c.IndexKey, nil
+		return c.Index, nil
 	}
 	ids := []string{strconv.FormatInt(mk.ID, 10)}
 	material := [][]byte{mk.Wrapped}
@@ -509,10 +510,11 @@ func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs 
 		material = append(material, cached.Wrapped)
 	}
 	ik := derive("lethe/index-key/v1\x00"+strings.Join(ids, "."), material...)
+	c = &Chain{IndexKey: ik, Index: index.NewKey(ik)}
 	k.mu.Lock()
-	k.chains.put(ck, &Chain{IndexKey: ik})
+	k.chains.put(ck, c)
 	k.mu.Unlock()
-	return ik, nil
+	return c.Index, nil
 }
 
 // String describes the keyring.
