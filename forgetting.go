@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -868,7 +869,6 @@ func (db *DB) DroppedRetrievals() int64 { return db.forget.dropped.Load() }
 type retrievals struct {
 	mu      sync.Mutex
 	pending map[int64]store.Retrieval
-	spare   map[int64]store.Retrieval // the map being written, reused
 }
 
 // runTracker writes the waiting retrieval statistics every retrievalFlush,
@@ -881,22 +881,12 @@ func (db *DB) runTracker(stop <-chan struct{}) {
 	flush := func() {
 		f.stats.mu.Lock()
 		taken := f.stats.pending
-		f.stats.pending, f.stats.spare = f.stats.spare, nil
+		f.stats.pending = nil
 		f.stats.mu.Unlock()
 		if len(taken) == 0 {
-			f.stats.mu.Lock()
-			f.stats.spare = taken
-			f.stats.mu.Unlock()
 			return
 		}
-		rs := make([]store.Retrieval, 0, len(taken))
-		for _, r := range taken {
-			rs = append(rs, r)
-		}
-		clear(taken)
-		f.stats.mu.Lock()
-		f.stats.spare = taken
-		f.stats.mu.Unlock()
+		rs := slices.Collect(maps.Values(taken))
 		// In id order: one lock order across instances, and neighbouring
 		// rows in one transaction.
 		slices.SortFunc(rs, func(a, b store.Retrieval) int { return cmp.Compare(a.ID, b.ID) })
@@ -1306,20 +1296,31 @@ func (db *DB) compress(ctx context.Context, memory string, rows []store.OpRow, h
 // What runTrigger would ignore is not sent: a send wakes the scheduler's
 // goroutine, and every write and recall triggers.
 func (db *DB) trigger(memory string, t Trigger) {
-	f := db.forget
-	if f == nil || !f.policy.Ladder.Enabled || !slices.Contains(f.policy.Ladder.Triggers, t) {
-		return
-	}
-	f.mu.Lock()
-	last, ok := f.fired[memory]
-	f.mu.Unlock()
-	if ok && time.Since(last) < triggerSpacing {
+	if db.forget == nil || !db.forget.due(memory, t, time.Now(), false) {
 		return
 	}
 	select {
 	case db.forget.triggers <- triggerEvent{memory: memory, trigger: t}:
 	default:
 	}
+}
+
+// due reports whether trigger t asks for a ladder run on memory at now:
+// the ladder is on and takes t, and no trigger started one on memory
+// within triggerSpacing. With claim set, a due run is recorded as started.
+func (f *forgetter) due(memory string, t Trigger, now time.Time, claim bool) bool {
+	if !f.policy.Ladder.Enabled || !slices.Contains(f.policy.Ladder.Triggers, t) {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if last, ok := f.fired[memory]; ok && now.Sub(last) < triggerSpacing {
+		return false
+	}
+	if claim {
+		f.fired[memory] = now
+	}
+	return true
 }
 
 // afterWrite fires ingest_complete after a successful write.
@@ -1440,19 +1441,9 @@ func (db *DB) runEverywhere(ctx context.Context, p scheduledPolicy) error {
 // runTrigger runs the ladder on a write's or recall's trigger, at most
 // once per triggerSpacing per memory.
 func (db *DB) runTrigger(ctx context.Context, ev triggerEvent) {
-	f := db.forget
-	if !f.policy.Ladder.Enabled || !slices.Contains(f.policy.Ladder.Triggers, ev.trigger) {
+	if !db.forget.due(ev.memory, ev.trigger, time.Now(), true) {
 		return
 	}
-	now := time.Now()
-	f.mu.Lock()
-	last, ok := f.fired[ev.memory]
-	if ok && now.Sub(last) < triggerSpacing {
-		f.mu.Unlock()
-		return
-	}
-	f.fired[ev.memory] = now
-	f.mu.Unlock()
 	_, err := db.exclusive("ladder:"+ev.memory, func() error {
 		_, err := db.archiveLadder(ctx, ev.memory, ArchiveOptions{Trigger: ev.trigger}, false)
 		return err
