@@ -25,19 +25,19 @@ const chunk = 500
 // same statement so that a reader sees an erase no later than its rows.
 // The subquery is not correlated (the memory is a parameter), so it runs
 // once per statement rather than once per row.
-const withEpoch = "grains.*, " + epochColumn
+const withEpoch = "grains.*, " + epochExpr + " AS erase_epoch"
 
-const epochColumn = "COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = ?), 0) AS erase_epoch"
+const epochExpr = "COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = ?), 0)"
 
-// scopeGenColumn reads the memory's scope generation (see ScopeGenRow) in
-// the statement that reads the rows, like epochColumn.
-const scopeGenColumn = "COALESCE((SELECT gen FROM scope_generations WHERE scope_generations.memory = ?), 0) AS scope_gen"
+// scopeGenExpr reads the memory's scope generation (see ScopeGenRow) in
+// the statement that reads the rows, like epochExpr.
+const scopeGenExpr = "COALESCE((SELECT gen FROM scope_generations WHERE scope_generations.memory = ?), 0)"
 
 // foundColumns are what FindGrains reads of a row, in scanFound's order:
 // all but the blind tokens and user reference, which only queries use.
 const foundColumns = "id, hash, memory, type, namespace, scope, importance, confidence, salience, pinned, archived, " +
 	"created_us, last_retrieved_us, retrieval_count, supersedes, superseded_by, key_chain, user_key_id, blob, " +
-	epochColumn + ", " + scopeGenColumn
+	epochExpr + ", " + scopeGenExpr
 
 func scanFound(rows *sql.Rows, r *GrainRow) error {
 	return rows.Scan(&r.ID, &r.Hash, &r.Memory, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Confidence, &r.Salience,
@@ -52,27 +52,16 @@ func scanFound(rows *sql.Rows, r *GrainRow) error {
 const packedColumns = "id, hash, importance, confidence, salience, blob, " +
 	"type || ' ' || namespace || ' ' || scope || ' ' || supersedes || ' ' || superseded_by || ' ' || key_chain || ' ' || " +
 	"pinned || ' ' || archived || ' ' || created_us || ' ' || last_retrieved_us || ' ' || retrieval_count || ' ' || user_key_id || ' ' || " +
-	"COALESCE((SELECT epoch FROM erase_epochs WHERE erase_epochs.memory = ?), 0) || ' ' || " +
-	"COALESCE((SELECT gen FROM scope_generations WHERE scope_generations.memory = ?), 0)"
+	epochExpr + " || ' ' || " + scopeGenExpr
 
 func scanPacked(rows *sql.Rows, r *GrainRow, memory string) error {
 	var packed string
 	if err := rows.Scan(&r.ID, &r.Hash, &r.Importance, &r.Confidence, &r.Salience, &r.Blob, &packed); err != nil {
 		return err
 	}
-	var f [14]string
-	n := 0
-	for n < len(f)-1 {
-		i := strings.IndexByte(packed, ' ')
-		if i < 0 {
-			break
-		}
-		f[n], packed = packed[:i], packed[i+1:]
-		n++
-	}
-	f[n] = packed
-	if n != len(f)-1 {
-		return fmt.Errorf("grain row %d: %d packed fields", r.ID, n+1)
+	f := strings.Split(packed, " ")
+	if len(f) != 14 {
+		return fmt.Errorf("grain row %d: %d packed fields", r.ID, len(f))
 	}
 	r.Memory, r.Type, r.Namespace, r.Scope, r.Supersedes, r.SupersededBy, r.KeyChain = memory, f[0], f[1], f[2], f[3], f[4], f[5]
 	var ints [8]int64
@@ -305,33 +294,21 @@ func (db *DB) whereSQL(f *Filter) (string, []any) {
 		}
 		b.WriteByte(')')
 	}
-	toks := func(ts [][]byte) []any {
-		out := make([]any, len(ts))
-		for i, t := range ts {
-			out[i] = t
-		}
-		return out
-	}
 	if f.Subject != nil {
-		in("s_tok", toks(f.Subject))
+		in("s_tok", anys(f.Subject))
 	}
 	if f.Relation != nil {
-		in("r_tok", toks(f.Relation))
+		in("r_tok", anys(f.Relation))
 	}
 	if f.Object != nil {
-		in("o_tok", toks(f.Object))
+		in("o_tok", anys(f.Object))
 	}
 	for _, t := range f.Tags {
-		in("id IN (SELECT grain_id FROM grain_tags WHERE token", toks(t))
+		in("id IN (SELECT grain_id FROM grain_tags WHERE token", anys(t))
 		b.WriteByte(')')
 	}
 	if f.UserRef != nil {
-		ids := nonEmpty(f.userKeyIDs)
-		vals := make([]any, len(ids))
-		for i, id := range ids {
-			vals[i] = id
-		}
-		in("user_key_id", vals)
+		in("user_key_id", anys(nonEmpty(f.userKeyIDs)))
 	}
 	and := func(cond string, vals ...any) {
 		b.WriteString(" AND ")
@@ -358,6 +335,14 @@ func (db *DB) whereSQL(f *Filter) (string, []any) {
 		and("id < ?", f.BeforeID)
 	}
 	return b.String(), args
+}
+
+func anys[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
 }
 
 // userKeyIDs returns the ids of every key, live or destroyed, of the user
