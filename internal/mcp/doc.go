@@ -1,0 +1,62 @@
+// Package mcp is lethe's Model Context Protocol server, built on the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk/mcp), so that AI
+// agents use lethe as a native tool.
+//
+// # Tools
+//
+// add, recall, supersede, history and forget are always offered;
+// forget_user and erase_scope (crypto-erasure) only when [Config.Eraser] is
+// set (the --allow-erase flag). Every tool has a JSON Schema for its input
+// and for its structured result, and annotations that say what it does:
+// readOnlyHint on recall and history, destructiveHint on forget and the
+// erasures, idempotentHint on add (a duplicate returns the existing hash)
+// and supersede (a second call fails without effect).
+//
+// # Forgetting
+//
+// forget follows linksee-memory's forget tool (its src/mcp/server.ts): a
+// forget that would delete a protected grain (a protected type such as
+// caveat or goal, pinned, or importance at or above the policy's threshold)
+// returns an error result (isError) whose structured content has
+// "preserved": true, a "reason" and a "hint", and changes nothing. The
+// server never overrides protection. forget with no target runs the risk
+// sweep; with dry_run it reports what the sweep would drop and compress. A
+// forget by subject or user_id forgets the grains the caller can recall
+// (superseded and archived included) by their hashes, so the library's
+// protection check covers them too. A dry run by target is computed through
+// read paths (the library has no dry run for Forget): recall, get and
+// history. Recall records a retrieval of what it returns, so a dry run by
+// subject or user_id bumps those grains' retrieval statistics; it changes
+// nothing else.
+//
+// # Locks
+//
+// [Config.LockNamespace] and [Config.LockScope] pin a session to one
+// partition of one memory: adds get the locked values, recalls are confined
+// to them, and a call that names another memory, namespace or scope (a scope
+// outside the locked path) is refused with code forbidden. A grain outside
+// the lock is refused as if it were another partition's, and history leaves
+// out versions outside it. The risk sweep spans a memory, so a locked
+// session may only preview it (only the items inside the lock are
+// reported); forget_user is refused under any lock, erase_scope under a
+// namespace lock or outside the locked scope.
+//
+// # Resources
+//
+// lethe://{memory}/grains/{hash} is a grain, lethe://{memory}/grains/{hash}/history
+// its version chain (newest first), both as JSON.
+//
+// # Transports and authorization
+//
+// [New] returns a server for one [Library]: cmd/lethe runs it over stdio on
+// the embedded store, or on an HTTP client of a lethe server whose token's
+// roles and scopes then apply. [NewHandler] serves the streamable HTTP
+// transport, stateless, with a server per request made for that request (so
+// for its bearer token); lethe serve mounts it at /mcp behind the API's
+// bearer-token authentication.
+//
+// # Personal data
+//
+// The server logs nothing of its own. Error results carry the library's
+// codes, messages and hints, which never quote personal values.
+package mcp

@@ -1,0 +1,522 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/mcp"
+)
+
+func openDB(t testing.TB) *lethe.DB {
+	t.Helper()
+	db, err := lethe.Open(context.Background(), lethe.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// connect runs a server for cfg and returns a client session to it over
+// the SDK's in-memory transport.
+func connect(t testing.TB, cfg mcp.Config) *sdk.ClientSession {
+	t.Helper()
+	s, err := mcp.New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := context.Background()
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); ss.Wait() })
+	return cs
+}
+
+func call(t testing.TB, cs *sdk.ClientSession, name string, args any) *sdk.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+// ok calls a tool that must succeed and decodes its structured result.
+func ok[T any](t testing.TB, cs *sdk.ClientSession, name string, args any) T {
+	t.Helper()
+	res := call(t, cs, name, args)
+	if res.IsError {
+		t.Fatalf("%s(%v): error result %s", name, args, text(res))
+	}
+	return decode[T](t, res.StructuredContent)
+}
+
+func decode[T any](t testing.TB, v any) T {
+	t.Helper()
+	var out T
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return out
+}
+
+func text(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// failed calls a tool that must fail and returns its error's code.
+func failed(t testing.TB, cs *sdk.ClientSession, name string, args any) mcp.ErrorInfo {
+	t.Helper()
+	res := call(t, cs, name, args)
+	if !res.IsError {
+		t.Fatalf("%s(%v) = %s, want an error result", name, args, text(res))
+	}
+	var info mcp.ErrorInfo
+	if err := json.Unmarshal([]byte(text(res)), &info); err != nil {
+		// The SDK's own input validation answers plain text.
+		return mcp.ErrorInfo{Code: "schema", Message: text(res)}
+	}
+	return info
+}
+
+type m = map[string]any
+
+func TestToolsAndSchemas(t *testing.T) {
+	db := openDB(t)
+	for _, erase := range []bool{false, true} {
+		cfg := mcp.Config{Library: db}
+		if erase {
+			cfg.Eraser = db
+		}
+		cs := connect(t, cfg)
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools := map[string]*sdk.Tool{}
+		var names []string
+		for _, tl := range res.Tools {
+			tools[tl.Name] = tl
+			names = append(names, tl.Name)
+		}
+		slices.Sort(names)
+		want := []string{"add", "forget", "history", "recall", "supersede"}
+		if erase {
+			want = []string{"add", "erase_scope", "forget", "forget_user", "history", "recall", "supersede"}
+		}
+		if !slices.Equal(names, want) {
+			t.Fatalf("erase=%v: tools %v, want %v", erase, names, want)
+		}
+		for _, tc := range []struct {
+			name                              string
+			readOnly, destructive, idempotent bool
+		}{
+			{"add", false, false, true}, {"recall", true, false, true}, {"supersede", false, false, true},
+			{"history", true, false, true}, {"forget", false, true, false},
+			{"forget_user", false, true, false}, {"erase_scope", false, true, false},
+		} {
+			tl := tools[tc.name]
+			if tl == nil {
+				continue
+			}
+			a := tl.Annotations
+			if a == nil || a.ReadOnlyHint != tc.readOnly || a.DestructiveHint == nil || *a.DestructiveHint != tc.destructive ||
+				a.IdempotentHint != tc.idempotent || a.OpenWorldHint == nil || *a.OpenWorldHint {
+				t.Errorf("%s: annotations %+v, want readOnly=%v destructive=%v idempotent=%v closed world",
+					tc.name, a, tc.readOnly, tc.destructive, tc.idempotent)
+			}
+			if tl.OutputSchema == nil {
+				t.Errorf("%s: no output schema", tc.name)
+			}
+		}
+		// recall takes every filter of the library's Query.
+		in := decode[struct {
+			Properties           map[string]any `json:"properties"`
+			AdditionalProperties any            `json:"additionalProperties"`
+		}](t, tools["recall"].InputSchema)
+		for _, p := range []string{"memory", "subject", "relation", "object", "type", "namespace", "scope", "user_id", "tags",
+			"include_superseded", "include_archived", "limit", "cursor"} {
+			if in.Properties[p] == nil {
+				t.Errorf("recall's input schema has no %q", p)
+			}
+		}
+		if in.AdditionalProperties != false {
+			t.Errorf("recall's input schema allows unknown properties: %v", in.AdditionalProperties)
+		}
+		fin := decode[struct {
+			Properties map[string]any `json:"properties"`
+			Required   []string       `json:"required"`
+		}](t, tools["forget"].InputSchema)
+		for _, p := range []string{"hash", "hashes", "subject", "user_id", "dry_run"} {
+			if fin.Properties[p] == nil {
+				t.Errorf("forget's input schema has no %q", p)
+			}
+		}
+		if len(fin.Required) != 0 {
+			t.Errorf("forget requires %v; with no target it runs the sweep", fin.Required)
+		}
+		fout := decode[struct {
+			Properties map[string]any `json:"properties"`
+		}](t, tools["forget"].OutputSchema)
+		for _, p := range []string{"ok", "preserved", "reason", "hint", "dry_run", "to_drop", "to_compress"} {
+			if fout.Properties[p] == nil {
+				t.Errorf("forget's output schema has no %q", p)
+			}
+		}
+	}
+}
+
+func TestGrainTools(t *testing.T) {
+	db := openDB(t)
+	cs := connect(t, mcp.Config{Library: db})
+	add := m{"type": "fact", "subject": "alice", "relation": "likes", "object": "tea", "scope": "acme/prod", "tags": []string{"drinks"}}
+	h1 := ok[mcp.AddOutput](t, cs, "add", add).Hash
+	if h2 := ok[mcp.AddOutput](t, cs, "add", add).Hash; h2 != h1 {
+		t.Errorf("add twice: %s then %s; add is annotated idempotent", h1, h2)
+	}
+	g, err := db.Get(context.Background(), "", h1)
+	if err != nil || g.Subject != "alice" || g.Scope != "acme/prod" || !slices.Equal(g.Tags, []string{"drinks"}) {
+		t.Fatalf("Get(%s) = %+v, %v", h1, g, err)
+	}
+	ok[mcp.AddOutput](t, cs, "add", m{"type": "fact", "subject": "bob", "relation": "likes", "object": "coffee"})
+
+	page := ok[mcp.RecallOutput](t, cs, "recall", m{"subject": "alice"})
+	if page.Count != 1 || page.Grains[0].Hash != h1 {
+		t.Fatalf("recall subject=alice: %+v", page)
+	}
+	for _, q := range []m{{"tags": []string{"drinks"}}, {"scope": "acme"}, {"relation": "likes", "object": "tea"}, {"type": "fact", "subject": "alice"}} {
+		if p := ok[mcp.RecallOutput](t, cs, "recall", q); p.Count != 1 || p.Grains[0].Hash != h1 {
+			t.Errorf("recall %v: %d grains", q, p.Count)
+		}
+	}
+	if p := ok[mcp.RecallOutput](t, cs, "recall", m{"limit": 1}); p.Count != 1 || p.Next == "" {
+		t.Errorf("recall limit 1: %d grains, next %q", p.Count, p.Next)
+	} else if p2 := ok[mcp.RecallOutput](t, cs, "recall", m{"limit": 1, "cursor": p.Next}); p2.Count != 1 || p2.Grains[0].Hash == p.Grains[0].Hash {
+		t.Errorf("second page: %+v", p2)
+	}
+
+	sup := ok[mcp.SupersedeOutput](t, cs, "supersede", m{"hash": h1, "type": "fact", "object": "coffee"})
+	if sup.Superseded != h1 || sup.Hash == h1 {
+		t.Fatalf("supersede: %+v", sup)
+	}
+	if e := failed(t, cs, "supersede", m{"hash": h1, "type": "fact", "object": "coffee"}); e.Code != "already_superseded" {
+		t.Errorf("second supersede: %+v", e)
+	}
+	hist := ok[mcp.HistoryOutput](t, cs, "history", m{"hash": h1})
+	if len(hist.Grains) != 2 || hist.Grains[0].Hash != sup.Hash || hist.Grains[1].Hash != h1 || hist.Grains[0].Object != "coffee" {
+		t.Fatalf("history: %+v", hist)
+	}
+	if p := ok[mcp.RecallOutput](t, cs, "recall", m{"subject": "alice", "include_superseded": true}); p.Count != 2 {
+		t.Errorf("recall with superseded: %d grains", p.Count)
+	}
+
+	// Resources.
+	ctx := context.Background()
+	rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.GrainURI("default", h1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg := decode[lethe.Grain](t, json.RawMessage(rr.Contents[0].Text))
+	if rg.Hash != h1 || rg.SupersededBy != sup.Hash || rr.Contents[0].MIMEType != "application/json" {
+		t.Errorf("grain resource: %+v", rg)
+	}
+	rr, err = cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.GrainURI("default", h1) + "/history"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rh := decode[mcp.HistoryOutput](t, json.RawMessage(rr.Contents[0].Text)); len(rh.Grains) != 2 {
+		t.Errorf("history resource: %+v", rh)
+	}
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.GrainURI("default", strings.Repeat("0", 64))}); err == nil ||
+		!strings.Contains(err.Error(), "not found") {
+		t.Errorf("missing grain resource: %v", err)
+	}
+	tpls, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil || len(tpls.ResourceTemplates) != 2 {
+		t.Fatalf("templates: %v, %v", tpls, err)
+	}
+
+	// Bad input: clear errors with codes, nothing written.
+	for _, tc := range []struct {
+		tool string
+		args m
+		code string
+	}{
+		{"add", m{"type": "fact"}, "empty_grain"},
+		{"add", m{"type": "fact", "content": "x", "importance": 2}, "invalid_argument"},
+		{"add", m{"type": "fact", "content": "x", "scope": "a//b"}, "invalid_scope"},
+		{"add", m{"type": "fact", "content": "x", "colour": "red"}, "schema"},
+		{"recall", m{"memory": "Bad Name"}, "invalid_memory"},
+		{"recall", m{"limit": 5000}, "invalid_argument"},
+		{"history", m{"hash": "xyz"}, "invalid_argument"},
+		{"supersede", m{"hash": "xyz", "type": "fact"}, "invalid_argument"},
+		{"forget", m{"hash": ""}, "empty_selector"},
+		{"forget", m{"subject": "  "}, "empty_selector"},
+		{"forget", m{"hashes": []string{}}, "empty_selector"},
+		{"forget", m{"hash": h1, "subject": "alice"}, "invalid_argument"},
+		{"forget", m{"hashes": []string{"nothex"}}, "invalid_argument"},
+	} {
+		if e := failed(t, cs, tc.tool, tc.args); e.Code != tc.code || (tc.code != "schema" && e.Message == "") {
+			t.Errorf("%s %v: %+v, want code %s", tc.tool, tc.args, e, tc.code)
+		}
+	}
+	if p := ok[mcp.RecallOutput](t, cs, "recall", m{"include_superseded": true}); p.Count != 3 {
+		t.Errorf("after bad input: %d grains, want 3", p.Count)
+	}
+}
+
+func TestForgetProtection(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	cs := connect(t, mcp.Config{Library: db})
+	add := func(args m) string { return ok[mcp.AddOutput](t, cs, "add", args).Hash }
+	caveat := add(m{"type": "caveat", "subject": "stove", "content": "never leave it on"})
+	goal := add(m{"type": "goal", "content": "ship v1"})
+	pinned := add(m{"type": "fact", "subject": "stove", "content": "is gas", "pinned": true})
+	important := add(m{"type": "fact", "content": "the key is under the mat", "importance": 0.95})
+	plain := add(m{"type": "fact", "subject": "kettle", "content": "is electric"})
+	plain2 := add(m{"type": "fact", "subject": "kettle", "content": "is blue"})
+
+	count := func() int {
+		p, err := db.Recall(ctx, lethe.Query{IncludeSuperseded: true, IncludeArchived: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Grains)
+	}
+	before := count()
+	for _, tc := range []struct {
+		name string
+		args m
+	}{
+		{"caveat", m{"hash": caveat}}, {"goal", m{"hash": goal}}, {"pinned", m{"hash": pinned}},
+		{"importance", m{"hash": important}}, {"hashes", m{"hashes": []string{plain, caveat}}},
+		{"subject", m{"subject": "stove"}},
+	} {
+		res := call(t, cs, "forget", tc.args)
+		out := decode[mcp.ForgetOutput](t, res.StructuredContent)
+		if !res.IsError || out.OK || !out.Preserved || out.Reason == "" || out.Hint == "" || out.Code != "protected" || out.Status != "refused" {
+			t.Errorf("%s: isError=%v %+v, want a preserved refusal", tc.name, res.IsError, out)
+		}
+		if n := count(); n != before {
+			t.Fatalf("%s: %d grains after a refused forget, want %d", tc.name, n, before)
+		}
+	}
+	// A dry run says the same, without an error.
+	out := ok[mcp.ForgetOutput](t, cs, "forget", m{"hash": caveat, "dry_run": true})
+	if !out.DryRun || out.Status != "would_refuse" || len(out.Protected) != 1 || out.Protected[0].Hash != caveat || out.Preview == "" {
+		t.Errorf("dry run of a caveat: %+v", out)
+	}
+	// Unprotected grains: dry run, then the real thing.
+	sup := ok[mcp.SupersedeOutput](t, cs, "supersede", m{"hash": plain, "type": "fact", "content": "is electric and loud"}).Hash
+	before = count()
+	out = ok[mcp.ForgetOutput](t, cs, "forget", m{"subject": "kettle", "dry_run": true})
+	want := []string{plain, plain2, sup}
+	slices.Sort(want)
+	if out.Status != "would_forget" || out.Count != 3 || !slices.Equal(out.Hashes, want) {
+		t.Errorf("dry run by subject: %+v, want %v", out, want)
+	}
+	if n := count(); n != before {
+		t.Fatalf("dry run changed the store: %d grains, want %d", n, before)
+	}
+	out = ok[mcp.ForgetOutput](t, cs, "forget", m{"subject": "kettle"})
+	if !out.OK || out.Status != "forgotten" || out.Count != 3 || !slices.Equal(out.Hashes, want) || out.EventID == "" {
+		t.Errorf("forget by subject: %+v", out)
+	}
+	if n := count(); n != before-3 {
+		t.Errorf("%d grains after forgetting 3 of %d", n, before)
+	}
+	if _, err := db.Get(ctx, "", sup); lethe.ErrorCode(err) != "not_found" {
+		t.Errorf("Get(forgotten) = %v", err)
+	}
+	out = ok[mcp.ForgetOutput](t, cs, "forget", m{"subject": "kettle"})
+	if out.Status != "not_found" || out.Count != 0 {
+		t.Errorf("forget again: %+v", out)
+	}
+	if e := failed(t, cs, "forget", m{"hash": plain}); e.Code != "not_found" {
+		t.Errorf("forget a forgotten hash: %+v", e)
+	}
+}
+
+func TestForgetSweep(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	old := func(days int, g lethe.Grain) string {
+		g.CreatedAt = time.Now().Add(-time.Duration(days) * 24 * time.Hour)
+		h, err := db.Add(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	drop := old(120, lethe.Grain{Type: "fact", Content: "old news", Importance: 0.1})
+	compress := old(60, lethe.Grain{Type: "fact", Subject: "s", Relation: "r", Object: "o", Content: "long story", Importance: 0.5})
+	old(120, lethe.Grain{Type: "caveat", Content: "old but protected"})
+	old(1, lethe.Grain{Type: "fact", Content: "fresh"})
+	want, err := db.RiskSweep(ctx, "", lethe.RiskOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Dropped != 1 || want.Compressed != 1 {
+		t.Fatalf("the library's dry run: %+v (the test's grains are not at the risk it expects)", want)
+	}
+
+	cs := connect(t, mcp.Config{Library: db})
+	out := ok[mcp.ForgetOutput](t, cs, "forget", m{"dry_run": true})
+	if out.Mode != "sweep" || !out.DryRun || out.Scanned != want.Scanned || out.ToDrop != 1 || out.ToCompress != 1 ||
+		!slices.Equal(out.SampleHashesDrop, []string{drop}) || !slices.Equal(out.SampleHashesCompress, []string{compress}) {
+		t.Errorf("sweep dry run: %+v", out)
+	}
+	if _, err := db.Get(ctx, "", drop); err != nil {
+		t.Errorf("the dry run dropped a grain: %v", err)
+	}
+	out = ok[mcp.ForgetOutput](t, cs, "forget", m{})
+	if out.DryRun || out.ToDrop != 1 || out.ToCompress != 1 || out.EventID == "" {
+		t.Errorf("sweep: %+v", out)
+	}
+	if _, err := db.Get(ctx, "", drop); lethe.ErrorCode(err) != "not_found" {
+		t.Errorf("the sweep kept the grain it dropped: %v", err)
+	}
+}
+
+func TestLocks(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	outside, err := db.Add(ctx, lethe.Grain{Type: "fact", Subject: "x", Content: "other team", Namespace: "other", Scope: "acme/prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outsideScope, err := db.Add(ctx, lethe.Grain{Type: "fact", Subject: "x", Content: "dev", Namespace: "agent1", Scope: "acme/dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, mcp.Config{Library: db, Eraser: db, LockNamespace: "agent1", LockScope: "acme/prod"})
+	h := ok[mcp.AddOutput](t, cs, "add", m{"type": "fact", "subject": "x", "content": "mine"}).Hash
+	g, err := db.Get(ctx, "", h)
+	if err != nil || g.Namespace != "agent1" || g.Scope != "acme/prod" {
+		t.Fatalf("locked add: %+v, %v", g, err)
+	}
+	below := ok[mcp.AddOutput](t, cs, "add", m{"type": "fact", "subject": "x", "content": "bot", "scope": "acme/prod/bot1", "namespace": "agent1"}).Hash
+
+	p := ok[mcp.RecallOutput](t, cs, "recall", m{"subject": "x"})
+	var got []string
+	for _, g := range p.Grains {
+		got = append(got, g.Hash)
+	}
+	slices.Sort(got)
+	want := []string{h, below}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("locked recall: %v, want %v", got, want)
+	}
+	for _, tc := range []struct {
+		tool string
+		args m
+	}{
+		{"add", m{"type": "fact", "content": "y", "namespace": "other"}},
+		{"add", m{"type": "fact", "content": "y", "scope": "acme/dev"}},
+		{"add", m{"type": "fact", "content": "y", "scope": "acme/production"}},
+		{"add", m{"type": "fact", "content": "y", "memory": "elsewhere"}},
+		{"recall", m{"namespace": "other"}},
+		{"recall", m{"scope": "acme"}},
+		{"history", m{"hash": outside}},
+		{"history", m{"hash": outsideScope}},
+		{"supersede", m{"hash": outside, "type": "fact", "content": "mine now"}},
+		{"supersede", m{"hash": h, "type": "fact", "scope": "acme/dev"}},
+		{"forget", m{"hash": outside}},
+		{"forget", m{"hashes": []string{h, outsideScope}}},
+		{"forget", m{}},
+		{"forget_user", m{"user_id": "u1"}},
+		{"erase_scope", m{"scope": "acme/prod"}},
+	} {
+		if e := failed(t, cs, tc.tool, tc.args); e.Code != "forbidden" {
+			t.Errorf("locked %s %v: %+v, want forbidden", tc.tool, tc.args, e)
+		}
+	}
+	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.GrainURI("default", outside)}); err == nil {
+		t.Error("read a grain outside the lock")
+	}
+	for _, hh := range []string{outside, outsideScope, h} {
+		if _, err := db.Get(ctx, "", hh); err != nil {
+			t.Errorf("a refused call changed the store: %v", err)
+		}
+	}
+	// The sweep may be previewed; forgetting by subject stays inside.
+	ok[mcp.ForgetOutput](t, cs, "forget", m{"dry_run": true})
+	out := ok[mcp.ForgetOutput](t, cs, "forget", m{"subject": "x"})
+	if out.Count != 2 {
+		t.Errorf("locked forget by subject: %+v", out)
+	}
+	for _, hh := range []string{outside, outsideScope} {
+		if _, err := db.Get(ctx, "", hh); err != nil {
+			t.Errorf("a locked forget reached outside: %v", err)
+		}
+	}
+
+	// A scope-only lock may erase its own scope.
+	cs2 := connect(t, mcp.Config{Library: db, Eraser: db, LockScope: "acme/dev"})
+	e := ok[mcp.ErasureOutput](t, cs2, "erase_scope", m{"scope": "acme/dev"})
+	if e.Count != 1 || e.KeyFingerprint == "" || e.EventID == "" {
+		t.Errorf("erase_scope: %+v", e)
+	}
+	if _, err := mcp.New(mcp.Config{Library: db, LockScope: "a//b"}); err == nil {
+		t.Error("New accepted a bad lock scope")
+	}
+}
+
+func TestEraseTools(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	h, err := db.Add(ctx, lethe.Grain{Type: "fact", Content: "about u42", UserID: "u42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, mcp.Config{Library: db})
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "forget_user", Arguments: m{"user_id": "u42"}}); err == nil {
+		t.Error("forget_user answered without --allow-erase")
+	}
+	if _, err := db.Get(ctx, "", h); err != nil {
+		t.Fatal(err)
+	}
+	cs = connect(t, mcp.Config{Library: db, Eraser: db})
+	if e := failed(t, cs, "forget_user", m{"user_id": ""}); e.Code != "empty_selector" {
+		t.Errorf("forget_user empty: %+v", e)
+	}
+	out := ok[mcp.ErasureOutput](t, cs, "forget_user", m{"user_id": "u42"})
+	if out.Count != 1 || out.SubjectNonce == "" || out.EventID == "" {
+		t.Errorf("forget_user: %+v", out)
+	}
+	if !out.Pending {
+		proof, _ := out.Proof.(map[string]any)
+		if proof["format"] != "lethe.proof/v1" {
+			t.Errorf("proof: %v", out.Proof)
+		}
+	}
+	if _, err := db.Get(ctx, "", h); lethe.ErrorCode(err) == "" {
+		t.Error("the erased user's grain still reads")
+	}
+}

@@ -1,0 +1,272 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/forgetting"
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// Library is what the tools call: the embedded store (*lethe.DB) or an HTTP
+// client of a lethe server. Each method has the contract of the *lethe.DB
+// method of the same name; errors carry lethe's codes.
+type Library interface {
+	Add(ctx context.Context, g lethe.Grain) (string, error)
+	Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error)
+	Get(ctx context.Context, memory, hash string) (*lethe.Grain, error)
+	Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error)
+	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
+	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
+	RiskSweep(ctx context.Context, memory string, opts lethe.RiskOptions) (*lethe.RiskResult, error)
+}
+
+// Eraser is crypto-erasure, offered as the forget_user and erase_scope
+// tools only when a Config has one.
+type Eraser interface {
+	ForgetUser(ctx context.Context, memory, userID string) (*lethe.Erasure, error)
+	EraseScope(ctx context.Context, memory, path string) (*lethe.Erasure, error)
+}
+
+var (
+	_ Library = (*lethe.DB)(nil)
+	_ Eraser  = (*lethe.DB)(nil)
+)
+
+// Config configures a server.
+type Config struct {
+	// Library is the store the tools call. Required.
+	Library Library
+	// Eraser, when set, adds the forget_user and erase_scope tools.
+	Eraser Eraser
+	// Memory is the session's memory (default "default"); a call may name
+	// another unless a lock is set.
+	Memory string
+	// LockNamespace and LockScope pin the session to one namespace and to
+	// one scope path and everything below it (see the package doc).
+	LockNamespace string
+	LockScope     string
+	// Policy predicts protection in dry runs (default: lethe.DefaultPolicy).
+	// A real forget is decided by the library's own policy.
+	Policy *lethe.Policy
+	// Remote says that Library is a lethe server, whose policy may differ
+	// from Policy; dry runs say so.
+	Remote bool
+	// Version is the server version reported to clients.
+	Version string
+	// Logger receives internal errors (code internal), never personal data
+	// (default: none).
+	Logger *slog.Logger
+}
+
+// schemas is shared by every server, so that a server per HTTP request
+// does not infer the tools' schemas again.
+var schemas = sdk.NewSchemaCache()
+
+// New returns an MCP server over cfg.Library.
+func New(cfg Config) (*sdk.Server, error) {
+	if cfg.Library == nil {
+		return nil, errors.New("mcp: no library")
+	}
+	if cfg.Memory == "" {
+		cfg.Memory = grains.DefaultMemory
+	}
+	if err := grains.ValidateMemory(cfg.Memory); err != nil {
+		return nil, err
+	}
+	cfg.LockScope = strings.Trim(cfg.LockScope, "/")
+	if err := grains.ValidateScope(cfg.LockScope); err != nil {
+		return nil, fmt.Errorf("lock scope: %w", err)
+	}
+	if cfg.LockNamespace != "" {
+		probe := lethe.Grain{Type: "fact", Content: "x", Namespace: cfg.LockNamespace}
+		probe.Normalize()
+		if err := probe.Validate(); err != nil {
+			return nil, fmt.Errorf("lock namespace: %w", err)
+		}
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = lethe.DefaultPolicy()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "lethe", Title: "lethe memory", Version: cfg.Version},
+		&sdk.ServerOptions{Instructions: instructions(&cfg), SchemaCache: schemas})
+	h := &handlers{cfg: cfg}
+	h.addTools(s)
+	h.addResources(s)
+	return s, nil
+}
+
+func instructions(cfg *Config) string {
+	var b strings.Builder
+	b.WriteString("lethe is an encrypted memory store with erasure you can prove. Write grains (a subject/relation/object " +
+		"triple and/or content) with add, find them with recall, correct them with supersede (the old version stays in " +
+		"the history), and delete them with forget. Protected grains (pinned, protected types such as caveat and goal, " +
+		"high importance) are never forgotten here: forget answers preserved: true. Use dry_run to preview a forget.")
+	fmt.Fprintf(&b, " This session's memory is %q.", cfg.Memory)
+	if cfg.LockNamespace != "" || cfg.LockScope != "" {
+		b.WriteString(" The session is locked to")
+		if cfg.LockNamespace != "" {
+			fmt.Fprintf(&b, " namespace %q", cfg.LockNamespace)
+		}
+		if cfg.LockScope != "" {
+			fmt.Fprintf(&b, " scope %q and below", cfg.LockScope)
+		}
+		b.WriteString(": calls naming anything else are refused.")
+	}
+	return b.String()
+}
+
+// HandlerOptions configures NewHandler.
+type HandlerOptions struct {
+	// MaxBody bounds request bodies (default: the SDK's).
+	MaxBody int64
+}
+
+// NewHandler serves the streamable HTTP transport, stateless: each request
+// gets a server of its own, with the Config that configFor returns for it
+// (so a Library acting for that request's bearer token). When configFor
+// fails the request is answered 400 and nothing runs.
+func NewHandler(configFor func(r *http.Request) (Config, error), opts *HandlerOptions) http.Handler {
+	if opts == nil {
+		opts = &HandlerOptions{}
+	}
+	return sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
+		cfg, err := configFor(r)
+		if err != nil {
+			return nil
+		}
+		s, err := New(cfg)
+		if err != nil {
+			return nil
+		}
+		return s
+	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: opts.MaxBody})
+}
+
+// handlers are the tools and resources of one server.
+type handlers struct {
+	cfg Config
+}
+
+// ErrorInfo is the body of an error result: the library's stable code, a
+// message and a hint that never quote personal values.
+type ErrorInfo struct {
+	OK      bool   `json:"ok"`
+	Code    string `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// resultError is a tool's failure; the SDK sends Error() as the text of an
+// error result (isError), so it is ErrorInfo's JSON.
+type resultError struct{ info ErrorInfo }
+
+func (e *resultError) Error() string {
+	b, _ := json.Marshal(e.info)
+	return string(b)
+}
+
+// fail turns err into a tool error result.
+func (h *handlers) fail(tool string, err error) error {
+	info := ErrorInfo{Code: string(lethe.ErrorCode(err)), Message: grains.PublicMessage(err)}
+	var le *lethe.Error
+	if errors.As(err, &le) {
+		info.Field, info.Hint = le.Field, le.Hint
+		if le.Field != "" {
+			info.Message = le.Message
+		}
+	}
+	if info.Code == string(grains.CodeInternal) {
+		h.cfg.Logger.Error("mcp tool failed", slog.String("tool", tool), slog.Any("error", err))
+	}
+	return &resultError{info}
+}
+
+// Codes of this package's own refusals (the HTTP API uses the same words).
+const (
+	codeForbidden = "forbidden"
+)
+
+func forbidden(field, msg string) error {
+	return &lethe.Error{Code: codeForbidden, Field: field, Message: msg,
+		Hint: "this session is locked to one partition; see the server's instructions"}
+}
+
+func (h *handlers) locked() bool { return h.cfg.LockNamespace != "" || h.cfg.LockScope != "" }
+
+// memory returns the memory a call names ("" is the session's). A locked
+// session stays in its memory.
+func (h *handlers) memory(m string) (string, error) {
+	if m == "" || m == h.cfg.Memory {
+		return h.cfg.Memory, nil
+	}
+	if h.locked() {
+		return "", forbidden("memory", "outside this session's lock")
+	}
+	return m, grains.ValidateMemory(m)
+}
+
+// namespace returns the namespace a call may use: the lock's when it names
+// none or the same.
+func (h *handlers) namespace(ns string) (string, error) {
+	if h.cfg.LockNamespace == "" || ns == "" || ns == h.cfg.LockNamespace {
+		if ns == "" {
+			return h.cfg.LockNamespace, nil
+		}
+		return ns, nil
+	}
+	return "", forbidden("namespace", "outside this session's lock")
+}
+
+// scope returns the scope a call may use: the lock's when it names none, the
+// one named when it is the lock's or below it.
+func (h *handlers) scope(s string) (string, error) {
+	s = strings.Trim(s, "/")
+	if s == "" {
+		return h.cfg.LockScope, nil
+	}
+	if !within(s, h.cfg.LockScope) {
+		return "", forbidden("scope", "outside this session's lock")
+	}
+	return s, nil
+}
+
+func within(scope, prefix string) bool {
+	return prefix == "" || scope == prefix || strings.HasPrefix(scope, prefix+"/")
+}
+
+// inLock reports whether g is inside the session's partition.
+func (h *handlers) inLock(g *lethe.Grain) bool {
+	if h.cfg.LockNamespace != "" {
+		ns := g.Namespace
+		if ns == "" {
+			ns = grains.DefaultNamespace
+		}
+		if ns != h.cfg.LockNamespace {
+			return false
+		}
+	}
+	return within(strings.Trim(g.Scope, "/"), h.cfg.LockScope)
+}
+
+// protected predicts whether the policy keeps g from an explicit forget.
+func (h *handlers) protected(g *lethe.Grain) (bool, string, string) {
+	return h.cfg.Policy.Protected(forgetting.FactsOf(g))
+}
+
+func boolPtr(b bool) *bool { return &b }

@@ -1,0 +1,646 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// GrainFields are the fields of a grain a caller writes.
+type GrainFields struct {
+	Type       string            `json:"type,omitempty" jsonschema:"fact, belief, event, state, checkpoint, observation, goal, caveat, summary, or a custom word"`
+	Subject    string            `json:"subject,omitempty" jsonschema:"the triple's subject"`
+	Relation   string            `json:"relation,omitempty" jsonschema:"the triple's relation"`
+	Object     string            `json:"object,omitempty" jsonschema:"the triple's object"`
+	Content    string            `json:"content,omitempty" jsonschema:"free text"`
+	Namespace  string            `json:"namespace,omitempty" jsonschema:"namespace (default: default, or the session's lock)"`
+	Scope      string            `json:"scope,omitempty" jsonschema:"scope path such as acme/prod/bot1 (never personal data)"`
+	UserID     string            `json:"user_id,omitempty" jsonschema:"the data subject the grain is about"`
+	Tags       []string          `json:"tags,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	Importance float64           `json:"importance,omitempty" jsonschema:"0 to 1; at or above the policy's threshold (0.9 by default) the grain is protected from forget"`
+	Confidence float64           `json:"confidence,omitempty" jsonschema:"0 to 1 (default 1)"`
+	Pinned     bool              `json:"pinned,omitempty" jsonschema:"pinned grains never decay and are protected from forget"`
+}
+
+func (f *GrainFields) grain(memory string) lethe.Grain {
+	return lethe.Grain{Memory: memory, Type: f.Type, Subject: f.Subject, Relation: f.Relation, Object: f.Object,
+		Content: f.Content, Namespace: f.Namespace, Scope: f.Scope, UserID: f.UserID, Tags: f.Tags,
+		Metadata: f.Metadata, Importance: f.Importance, Confidence: f.Confidence, Pinned: f.Pinned}
+}
+
+// AddInput is the add tool's input.
+type AddInput struct {
+	Memory string `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	GrainFields
+}
+
+// AddOutput is the add tool's result.
+type AddOutput struct {
+	Hash string `json:"hash" jsonschema:"the grain's hash; the same content in the same scope gives the existing hash"`
+}
+
+// RecallInput is the recall tool's input: every filter of the library's
+// Query.
+type RecallInput struct {
+	Memory            string   `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	Subject           string   `json:"subject,omitempty"`
+	Relation          string   `json:"relation,omitempty"`
+	Object            string   `json:"object,omitempty"`
+	Type              string   `json:"type,omitempty"`
+	Namespace         string   `json:"namespace,omitempty"`
+	Scope             string   `json:"scope,omitempty" jsonschema:"a scope prefix: acme matches acme, acme/prod and below"`
+	UserID            string   `json:"user_id,omitempty"`
+	Tags              []string `json:"tags,omitempty" jsonschema:"every tag must be present"`
+	IncludeSuperseded bool     `json:"include_superseded,omitempty"`
+	IncludeArchived   bool     `json:"include_archived,omitempty"`
+	Limit             int      `json:"limit,omitempty" jsonschema:"page size, 1 to 1000 (default 100)"`
+	Cursor            string   `json:"cursor,omitempty" jsonschema:"the next of the previous page"`
+}
+
+// RecallOutput is one page of grains.
+type RecallOutput struct {
+	Grains []lethe.Grain `json:"grains"`
+	Count  int           `json:"count"`
+	Next   string        `json:"next,omitempty" jsonschema:"cursor of the following page, if any"`
+}
+
+// SupersedeInput is the supersede tool's input.
+type SupersedeInput struct {
+	Memory string `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	Hash   string `json:"hash" jsonschema:"the newest version's hash"`
+	GrainFields
+}
+
+// SupersedeOutput is the supersede tool's result.
+type SupersedeOutput struct {
+	Hash       string `json:"hash" jsonschema:"the new version's hash"`
+	Superseded string `json:"superseded" jsonschema:"the old version's hash"`
+}
+
+// HashInput names one grain.
+type HashInput struct {
+	Memory string `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	Hash   string `json:"hash" jsonschema:"a grain's hash (64 hex digits)"`
+}
+
+// HistoryOutput is a version chain, newest first.
+type HistoryOutput struct {
+	Grains []lethe.Grain `json:"grains"`
+}
+
+// ForgetInput is the forget tool's input: at most one target; none runs
+// the risk sweep.
+type ForgetInput struct {
+	Memory  string   `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	Hash    *string  `json:"hash,omitempty" jsonschema:"forget this grain and every version of its chain"`
+	Hashes  []string `json:"hashes,omitempty" jsonschema:"forget these grains and their chains"`
+	Subject *string  `json:"subject,omitempty" jsonschema:"forget the grains with this subject that the caller can recall"`
+	UserID  *string  `json:"user_id,omitempty" jsonschema:"forget the grains of this user that the caller can recall"`
+	DryRun  bool     `json:"dry_run,omitempty" jsonschema:"report what would be forgotten (or, with no target, what the risk sweep would drop and compress) without changing anything"`
+}
+
+// ProtectedItem is a grain a protection rule keeps.
+type ProtectedItem struct {
+	Hash   string `json:"hash"`
+	Reason string `json:"reason"`
+}
+
+// ForgetOutput is the forget tool's result, and its error result when
+// protection refuses (ok false, preserved true, reason, hint).
+type ForgetOutput struct {
+	OK     bool   `json:"ok"`
+	DryRun bool   `json:"dry_run"`
+	Mode   string `json:"mode" jsonschema:"hash, hashes, subject, user_id or sweep"`
+	// Target modes.
+	Count  int      `json:"count" jsonschema:"grains forgotten (or, in a dry run, that would be), every version included"`
+	Hashes []string `json:"hashes,omitempty"`
+	Status string   `json:"status,omitempty" jsonschema:"forgotten, not_found, would_forget, would_refuse or refused"`
+	// Refusal.
+	Preserved bool            `json:"preserved,omitempty" jsonschema:"true when a protection rule kept the grains and nothing changed"`
+	Code      string          `json:"code,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Hint      string          `json:"hint,omitempty"`
+	Protected []ProtectedItem `json:"protected,omitempty" jsonschema:"in a dry run, the grains a protection rule would keep"`
+	// Sweep mode.
+	Scanned              int      `json:"scanned,omitempty"`
+	ToDrop               int      `json:"to_drop,omitempty" jsonschema:"grains the sweep dropped (or would drop)"`
+	ToCompress           int      `json:"to_compress,omitempty" jsonschema:"grains the sweep compressed (or would compress)"`
+	Held                 int      `json:"held,omitempty" jsonschema:"grains at risk that a legal hold keeps"`
+	SampleHashesDrop     []string `json:"sample_hashes_to_drop,omitempty"`
+	SampleHashesCompress []string `json:"sample_hashes_to_compress,omitempty"`
+	Truncated            bool     `json:"truncated,omitempty"`
+	// Audit.
+	EventID string `json:"event_id,omitempty" jsonschema:"the audit event of a real forget"`
+	Pending bool   `json:"pending,omitempty" jsonschema:"no signed checkpoint covers the event yet"`
+	// Preview says how a dry run was computed.
+	Preview string `json:"preview,omitempty"`
+}
+
+// ForgetUserInput is the forget_user tool's input.
+type ForgetUserInput struct {
+	Memory string `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	UserID string `json:"user_id" jsonschema:"the user whose key is destroyed"`
+}
+
+// EraseScopeInput is the erase_scope tool's input.
+type EraseScopeInput struct {
+	Memory string `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	Scope  string `json:"scope" jsonschema:"the scope path whose key is destroyed, with everything below it"`
+}
+
+// ErasureOutput is what a crypto-erasure returns.
+type ErasureOutput struct {
+	Count          int64     `json:"count" jsonschema:"grains made unreadable"`
+	KeyFingerprint string    `json:"key_fingerprint"`
+	Timestamp      time.Time `json:"timestamp"`
+	EventID        string    `json:"event_id"`
+	SubjectNonce   string    `json:"subject_nonce,omitempty" jsonschema:"opens the subject commitment in the audit leaf; stored nowhere else"`
+	Pending        bool      `json:"pending"`
+	Proof          any       `json:"proof,omitempty" jsonschema:"the signed erasure proof (lethe.proof/v1), verifiable offline with lethe verify"`
+}
+
+// tool builds a tool with its annotations.
+func tool(name, title, desc string, readOnly, destructive, idempotent bool) *sdk.Tool {
+	return &sdk.Tool{Name: name, Title: title, Description: desc, Annotations: &sdk.ToolAnnotations{
+		Title: title, ReadOnlyHint: readOnly, DestructiveHint: boolPtr(destructive),
+		IdempotentHint: idempotent, OpenWorldHint: boolPtr(false),
+	}}
+}
+
+func (h *handlers) addTools(s *sdk.Server) {
+	sdk.AddTool(s, tool("add", "Add a grain",
+		"Write a grain: a subject/relation/object triple and/or content, with type, namespace, scope, user, tags and importance. "+
+			"Returns its hash; writing the same content again in the same scope returns the existing hash.",
+		false, false, true), h.add)
+	sdk.AddTool(s, tool("recall", "Recall grains",
+		"Find grains by subject, relation, object, type, namespace, scope prefix, user and tags, one page at a time "+
+			"(newest first; with filters, ranked by relevance and retrieval decay). Superseded and archived grains only on request. "+
+			"Recall records the retrieval (count, time, salience) that the forgetting policies use.",
+		true, false, true), h.recall)
+	sdk.AddTool(s, tool("supersede", "Supersede a grain",
+		"Write a new version of a grain. Fields left out carry forward; the old version stays in the history, hidden from default recall. "+
+			"Only the newest version can be superseded, so repeating a call changes nothing.",
+		false, false, true), h.supersede)
+	sdk.AddTool(s, tool("history", "Version history",
+		"A grain's version chain, newest first.", true, false, true), h.history)
+	sdk.AddTool(s, tool("forget", "Forget grains",
+		"Hard-delete grains by hash, hashes, subject or user_id, every version of their chains, audited. "+
+			"Protected grains (pinned, a protected type such as caveat or goal, importance at or above 0.9) are never forgotten: "+
+			"the result is an error with preserved: true, a reason and a hint, and nothing changes. "+
+			"With no target, run the risk sweep (drop or compress grains at risk). dry_run reports without changing anything.",
+		false, true, false), h.forget)
+	if h.cfg.Eraser != nil {
+		sdk.AddTool(s, tool("forget_user", "Crypto-erase a user",
+			"Destroy a user's data key: every grain of that user in the memory becomes unreadable at once. Returns the signed proof.",
+			false, true, false), h.forgetUser)
+		sdk.AddTool(s, tool("erase_scope", "Crypto-erase a scope",
+			"Destroy a scope path's data key: every grain in that scope and below becomes unreadable at once. Returns the signed proof.",
+			false, true, false), h.eraseScope)
+	}
+}
+
+func (h *handlers) add(ctx context.Context, _ *sdk.CallToolRequest, in AddInput) (*sdk.CallToolResult, *AddOutput, error) {
+	memory, err := h.memory(in.Memory)
+	if err != nil {
+		return nil, nil, h.fail("add", err)
+	}
+	g := in.grain(memory)
+	if g.Namespace, err = h.namespace(g.Namespace); err != nil {
+		return nil, nil, h.fail("add", err)
+	}
+	if g.Scope, err = h.scope(g.Scope); err != nil {
+		return nil, nil, h.fail("add", err)
+	}
+	hash, err := h.cfg.Library.Add(ctx, g)
+	if err != nil {
+		return nil, nil, h.fail("add", err)
+	}
+	return nil, &AddOutput{Hash: hash}, nil
+}
+
+func (h *handlers) recall(ctx context.Context, _ *sdk.CallToolRequest, in RecallInput) (*sdk.CallToolResult, *RecallOutput, error) {
+	memory, err := h.memory(in.Memory)
+	if err != nil {
+		return nil, nil, h.fail("recall", err)
+	}
+	q := lethe.Query{Memory: memory, Subject: in.Subject, Relation: in.Relation, Object: in.Object, Type: in.Type,
+		Namespace: in.Namespace, Scope: in.Scope, UserID: in.UserID, Tags: in.Tags,
+		IncludeSuperseded: in.IncludeSuperseded, IncludeArchived: in.IncludeArchived, Limit: in.Limit, Cursor: in.Cursor}
+	if q.Namespace, err = h.namespace(q.Namespace); err != nil {
+		return nil, nil, h.fail("recall", err)
+	}
+	if q.Scope, err = h.scope(q.Scope); err != nil {
+		return nil, nil, h.fail("recall", err)
+	}
+	page, err := h.cfg.Library.Recall(ctx, q)
+	if err != nil {
+		return nil, nil, h.fail("recall", err)
+	}
+	out := &RecallOutput{Grains: page.Grains, Next: page.Next}
+	if out.Grains == nil {
+		out.Grains = []lethe.Grain{}
+	}
+	out.Count = len(out.Grains)
+	return nil, out, nil
+}
+
+// get returns the grain hash in memory, refused when it is outside the lock.
+func (h *handlers) get(ctx context.Context, memory, hash, field string) (*lethe.Grain, error) {
+	g, err := h.cfg.Library.Get(ctx, memory, hash)
+	if err != nil {
+		return nil, err
+	}
+	if !h.inLock(g) {
+		return nil, forbidden(field, "the grain is outside this session's lock")
+	}
+	return g, nil
+}
+
+func (h *handlers) supersede(ctx context.Context, _ *sdk.CallToolRequest, in SupersedeInput) (*sdk.CallToolResult, *SupersedeOutput, error) {
+	memory, err := h.memory(in.Memory)
+	if err != nil {
+		return nil, nil, h.fail("supersede", err)
+	}
+	if !grains.ValidHash(in.Hash) {
+		return nil, nil, h.fail("supersede", grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits"))
+	}
+	g := in.grain(memory)
+	if h.locked() {
+		if _, err := h.get(ctx, memory, in.Hash, "hash"); err != nil {
+			return nil, nil, h.fail("supersede", err)
+		}
+		// Fields left out carry forward from the old version, which is
+		// inside the lock; named ones must be too.
+		if g.Namespace != "" {
+			if g.Namespace, err = h.namespace(g.Namespace); err != nil {
+				return nil, nil, h.fail("supersede", err)
+			}
+		}
+		if g.Scope != "" {
+			if g.Scope, err = h.scope(g.Scope); err != nil {
+				return nil, nil, h.fail("supersede", err)
+			}
+		}
+	}
+	hash, err := h.cfg.Library.Supersede(ctx, in.Hash, g)
+	if err != nil {
+		return nil, nil, h.fail("supersede", err)
+	}
+	return nil, &SupersedeOutput{Hash: hash, Superseded: in.Hash}, nil
+}
+
+// chain returns the version chain of hash, refused when the grain asked
+// for is outside the lock, without the versions outside it.
+func (h *handlers) chain(ctx context.Context, memory, hash string) ([]lethe.Grain, error) {
+	chain, err := h.cfg.Library.History(ctx, memory, hash)
+	if err != nil {
+		return nil, err
+	}
+	if !h.locked() {
+		return chain, nil
+	}
+	kept := chain[:0]
+	for i := range chain {
+		if !h.inLock(&chain[i]) {
+			if chain[i].Hash == hash {
+				return nil, forbidden("hash", "the grain is outside this session's lock")
+			}
+			continue
+		}
+		kept = append(kept, chain[i])
+	}
+	return kept, nil
+}
+
+func (h *handlers) history(ctx context.Context, _ *sdk.CallToolRequest, in HashInput) (*sdk.CallToolResult, *HistoryOutput, error) {
+	memory, err := h.memory(in.Memory)
+	if err != nil {
+		return nil, nil, h.fail("history", err)
+	}
+	chain, err := h.chain(ctx, memory, in.Hash)
+	if err != nil {
+		return nil, nil, h.fail("history", err)
+	}
+	if chain == nil {
+		chain = []lethe.Grain{}
+	}
+	return nil, &HistoryOutput{Grains: chain}, nil
+}
+
+// forget is linksee-memory's forget over the library (see the package doc).
+func (h *handlers) forget(ctx context.Context, _ *sdk.CallToolRequest, in ForgetInput) (*sdk.CallToolResult, *ForgetOutput, error) {
+	memory, err := h.memory(in.Memory)
+	if err != nil {
+		return nil, nil, h.fail("forget", err)
+	}
+	out := &ForgetOutput{OK: true, DryRun: in.DryRun}
+	var targets int
+	for _, f := range []struct {
+		name string
+		set  bool
+		v    *string
+	}{{"hash", in.Hash != nil, in.Hash}, {"hashes", in.Hashes != nil, nil}, {"subject", in.Subject != nil, in.Subject},
+		{"user_id", in.UserID != nil, in.UserID}} {
+		if !f.set {
+			continue
+		}
+		targets++
+		out.Mode = f.name
+		if f.v != nil && strings.TrimSpace(*f.v) == "" {
+			return nil, nil, h.fail("forget", &lethe.Error{Code: grains.CodeEmptySelector, Field: f.name,
+				Message: "an empty selector selects nothing; it never means everything",
+				Hint:    "leave every target out to run the risk sweep"})
+		}
+	}
+	if targets > 1 {
+		return nil, nil, h.fail("forget", grains.Errorf(grains.CodeInvalidArgument, "name one of hash, hashes, subject or user_id"))
+	}
+	if targets == 0 {
+		out.Mode = "sweep"
+		if err := h.sweep(ctx, memory, out); err != nil {
+			return nil, nil, h.fail("forget", err)
+		}
+		return nil, out, nil
+	}
+	if in.Hashes != nil && len(in.Hashes) == 0 {
+		return nil, nil, h.fail("forget", &lethe.Error{Code: grains.CodeEmptySelector, Field: "hashes", Message: "an empty list selects nothing"})
+	}
+
+	// The seeds: the hashes named, or those the caller can recall.
+	var seeds []string
+	switch {
+	case in.Hash != nil:
+		seeds = []string{*in.Hash}
+	case in.Hashes != nil:
+		seeds = in.Hashes
+	default:
+		q := lethe.Query{Memory: memory, IncludeSuperseded: true, IncludeArchived: true}
+		if in.Subject != nil {
+			q.Subject = *in.Subject
+		} else {
+			q.UserID = *in.UserID
+		}
+		if seeds, err = h.recallAll(ctx, q); err != nil {
+			return nil, nil, h.fail("forget", err)
+		}
+	}
+	for _, s := range seeds {
+		if !grains.ValidHash(s) {
+			return nil, nil, h.fail("forget", grains.FieldError(grains.CodeInvalidArgument, out.Mode, "each must be 64 lowercase hex digits"))
+		}
+	}
+	if in.DryRun || h.locked() {
+		if err := h.preview(ctx, memory, seeds, in.Hash != nil, out); err != nil {
+			return nil, nil, h.fail("forget", err)
+		}
+		if in.DryRun {
+			return nil, out, nil
+		}
+		// Locked: the preview checked the lock; the library decides the rest.
+		out.Count, out.Hashes, out.Status, out.Protected, out.Reason, out.Hint, out.Preview = 0, nil, "", nil, "", "", ""
+	}
+	if len(seeds) == 0 {
+		out.Status, out.Hashes = "not_found", []string{}
+		return nil, out, nil
+	}
+	sel := lethe.Selector{Memory: memory, Hashes: seeds}
+	if in.Hash != nil {
+		sel = lethe.Selector{Memory: memory, Hash: *in.Hash}
+	}
+	res, err := h.cfg.Library.Forget(ctx, sel)
+	if lethe.ErrorCode(err) == grains.CodeProtected {
+		var le *lethe.Error
+		errors.As(err, &le)
+		out.OK, out.Preserved, out.Code, out.Status = false, true, string(grains.CodeProtected), "refused"
+		out.Reason = strings.TrimPrefix(le.Message, "cannot forget a protected grain: ")
+		out.Hint = "protected grains are kept on purpose and this server never overrides protection; " + le.Hint
+		return &sdk.CallToolResult{IsError: true}, out, nil
+	}
+	if err != nil {
+		return nil, nil, h.fail("forget", err)
+	}
+	out.Count, out.Hashes, out.Status = res.Count, res.Hashes, res.Status
+	if res.Receipt != nil {
+		out.EventID, out.Pending = res.EventID, res.Pending
+	}
+	return nil, out, nil
+}
+
+// maxSeeds bounds a forget by subject or user: the library's batch limit.
+const maxSeeds = grains.MaxBatch
+
+// recallAll returns the hashes of every grain q recalls, within the lock.
+func (h *handlers) recallAll(ctx context.Context, q lethe.Query) ([]string, error) {
+	var err error
+	if q.Namespace, err = h.namespace(""); err != nil {
+		return nil, err
+	}
+	if q.Scope, err = h.scope(""); err != nil {
+		return nil, err
+	}
+	q.Limit = grains.MaxLimit
+	var out []string
+	for {
+		page, err := h.cfg.Library.Recall(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range page.Grains {
+			out = append(out, g.Hash)
+		}
+		if len(out) > maxSeeds {
+			return nil, &lethe.Error{Code: grains.CodeTooLarge, Message: "more than 10000 grains match",
+				Hint: "forget them by hashes in batches, or erase the user with forget_user"}
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// preview computes what forgetting seeds would delete, through read paths:
+// every version of their chains, and the protection rules' verdict. Under a
+// lock, a chain with a version outside it is refused. single is a forget
+// by one hash, which fails when the grain does not exist.
+func (h *handlers) preview(ctx context.Context, memory string, seeds []string, single bool, out *ForgetOutput) error {
+	seen := map[string]bool{}
+	for _, s := range seeds {
+		if seen[s] {
+			continue
+		}
+		chain, err := h.cfg.Library.History(ctx, memory, s)
+		if lethe.ErrorCode(err) == grains.CodeNotFound && !single {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for i := range chain {
+			g := &chain[i]
+			if !h.inLock(g) {
+				return forbidden(out.Mode, "a version of the chain is outside this session's lock")
+			}
+			if seen[g.Hash] {
+				continue
+			}
+			seen[g.Hash] = true
+			out.Hashes = append(out.Hashes, g.Hash)
+			if prot, reason, hint := h.protected(g); prot {
+				out.Protected = append(out.Protected, ProtectedItem{Hash: g.Hash, Reason: reason})
+				if out.Reason == "" {
+					out.Reason, out.Hint = reason, "protected grains are kept on purpose and this server never overrides protection; "+hint
+				}
+			}
+		}
+	}
+	slices.Sort(out.Hashes)
+	if out.Hashes == nil {
+		out.Hashes = []string{}
+	}
+	out.Count = len(out.Hashes)
+	switch {
+	case len(out.Protected) > 0:
+		out.Status = "would_refuse"
+	case out.Count == 0:
+		out.Status = "not_found"
+	default:
+		out.Status = "would_forget"
+	}
+	out.Preview = "computed through read paths (recall, get, history): the library has no dry run for forget. " +
+		"Legal holds are not checked here; a real forget refuses held grains."
+	if out.Mode == "subject" || out.Mode == "user_id" {
+		out.Preview += " Recall recorded a retrieval of the grains it read."
+	}
+	if h.cfg.Remote {
+		out.Preview += " Protection is predicted with the default policy; the server applies its own."
+	}
+	return nil
+}
+
+// sampleSize bounds the sample hashes of a sweep result, as linksee does.
+const sampleSize = 10
+
+// sweep runs (or previews) the risk sweep. A locked session only previews,
+// and sees only the items inside its lock.
+func (h *handlers) sweep(ctx context.Context, memory string, out *ForgetOutput) error {
+	if h.locked() && !out.DryRun {
+		return &lethe.Error{Code: codeForbidden, Message: "the risk sweep spans the whole memory; a locked session may only preview it",
+			Hint: "set dry_run, or forget grains of this partition by hash"}
+	}
+	res, err := h.cfg.Library.RiskSweep(ctx, memory, lethe.RiskOptions{DryRun: out.DryRun})
+	if err != nil {
+		return err
+	}
+	out.Scanned, out.ToDrop, out.ToCompress, out.Held, out.Truncated = res.Scanned, res.Dropped, res.Compressed, res.Held, res.Truncated
+	if res.Receipt != nil {
+		out.EventID, out.Pending = res.EventID, res.Pending
+	}
+	if h.locked() {
+		out.Scanned, out.ToDrop, out.ToCompress, out.Held = 0, 0, 0, 0
+	}
+	for _, it := range res.Items {
+		if h.locked() {
+			g, err := h.cfg.Library.Get(ctx, memory, it.Hash)
+			if err != nil || !h.inLock(g) {
+				continue
+			}
+			switch it.Action {
+			case "drop":
+				out.ToDrop++
+			case "compress":
+				out.ToCompress++
+			case "held":
+				out.Held++
+			}
+		}
+		switch {
+		case it.Action == "drop" && len(out.SampleHashesDrop) < sampleSize:
+			out.SampleHashesDrop = append(out.SampleHashesDrop, it.Hash)
+		case it.Action == "compress" && len(out.SampleHashesCompress) < sampleSize:
+			out.SampleHashesCompress = append(out.SampleHashesCompress, it.Hash)
+		}
+	}
+	if h.locked() {
+		out.Preview = "the risk sweep's dry run over the whole memory, reduced to the grains inside this session's lock; " +
+			"scanned is not reported"
+	}
+	return nil
+}
+
+func (h *handlers) erasureOut(e *lethe.Erasure) (*ErasureOutput, error) {
+	out := &ErasureOutput{Count: e.Count, KeyFingerprint: e.KeyFingerprint, Timestamp: e.Timestamp}
+	if e.Receipt != nil {
+		out.EventID, out.SubjectNonce, out.Pending = e.EventID, e.SubjectNonce, e.Pending
+		if e.Proof != nil {
+			b, err := json.Marshal(e.Proof)
+			if err != nil {
+				return nil, err
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				return nil, err
+			}
+			out.Proof = m
+		}
+	}
+	return out, nil
+}
+
+func (h *handlers) forgetUser(ctx context.Context, _ *sdk.CallToolRequest, in ForgetUserInput) (*sdk.CallToolResult, *ErasureOutput, error) {
+	memory, err := h.memory(in.Memory)
+	if err != nil {
+		return nil, nil, h.fail("forget_user", err)
+	}
+	if h.locked() {
+		return nil, nil, h.fail("forget_user", forbidden("user_id", "a user's key spans every namespace and scope; a locked session cannot erase it"))
+	}
+	if strings.TrimSpace(in.UserID) == "" {
+		return nil, nil, h.fail("forget_user", &lethe.Error{Code: grains.CodeEmptySelector, Field: "user_id", Message: "a user id is required"})
+	}
+	e, err := h.cfg.Eraser.ForgetUser(ctx, memory, in.UserID)
+	if err != nil {
+		return nil, nil, h.fail("forget_user", err)
+	}
+	out, err := h.erasureOut(e)
+	if err != nil {
+		return nil, nil, h.fail("forget_user", err)
+	}
+	return nil, out, nil
+}
+
+func (h *handlers) eraseScope(ctx context.Context, _ *sdk.CallToolRequest, in EraseScopeInput) (*sdk.CallToolResult, *ErasureOutput, error) {
+	memory, err := h.memory(in.Memory)
+	if err != nil {
+		return nil, nil, h.fail("erase_scope", err)
+	}
+	if h.cfg.LockNamespace != "" {
+		return nil, nil, h.fail("erase_scope", forbidden("scope", "a scope's key spans every namespace; a namespace-locked session cannot erase it"))
+	}
+	scope := strings.Trim(in.Scope, "/")
+	if scope == "" {
+		return nil, nil, h.fail("erase_scope", &lethe.Error{Code: grains.CodeEmptySelector, Field: "scope",
+			Message: "a scope path is required; the memory's root is never erased this way"})
+	}
+	if !within(scope, h.cfg.LockScope) {
+		return nil, nil, h.fail("erase_scope", forbidden("scope", "outside this session's lock"))
+	}
+	e, err := h.cfg.Eraser.EraseScope(ctx, memory, scope)
+	if err != nil {
+		return nil, nil, h.fail("erase_scope", err)
+	}
+	out, err := h.erasureOut(e)
+	if err != nil {
+		return nil, nil, h.fail("erase_scope", err)
+	}
+	return nil, out, nil
+}
