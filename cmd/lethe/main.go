@@ -74,6 +74,7 @@ var commands = map[string]command{
 	"archive":   cmdArchive,
 	"risk":      cmdRisk,
 	"serve":     cmdServe,
+	"mcp":       cmdMCP,
 	"token":     cmdToken,
 	"policy": func(ctx context.Context, e *env, args []string) error {
 		return runPolicy(ctx, args, e.stdout, e.stderr)
@@ -138,6 +139,8 @@ Usage:
                [--subject ID --nonce HEX]  check an erasure proof offline (no data dir needed)
   lethe serve [--addr HOST:PORT] [--config FILE]
                                            serve the HTTP API (see 'lethe serve --help')
+  lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase]
+                                           serve MCP tools over stdio (see 'lethe mcp --help')
   lethe token create --role R [--memory M] [--scope P] | list | revoke ID
                                            manage API tokens
   lethe help | version

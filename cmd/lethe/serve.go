@@ -82,6 +82,8 @@ type serveConfig struct {
 	IdleTimeout       duration `yaml:"idle_timeout"`
 	ShutdownTimeout   duration `yaml:"shutdown_timeout"`
 
+	MCP mcpServeConfig `yaml:"mcp"` // the MCP transport at /mcp (mcp.go)
+
 	Audit struct {
 		KeyFile        string   `yaml:"key_file"`
 		Origin         string   `yaml:"origin"`
@@ -222,9 +224,9 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 	}
 
 	srv := &http.Server{
-		Handler: api.New(api.Config{Library: db, Tokens: tokens, Logger: logger,
+		Handler: withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger,
 			MaxBody: cfg.MaxBodyBytes, MaxBatchBody: cfg.MaxBatchBodyBytes,
-			RequestTimeout: time.Duration(cfg.RequestTimeout)}),
+			RequestTimeout: time.Duration(cfg.RequestTimeout)}, cfg.MCP, lcfg.Policy),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Duration(cfg.ReadTimeout),
 		WriteTimeout:      time.Duration(cfg.WriteTimeout),

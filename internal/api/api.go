@@ -11,7 +11,9 @@
 // management under /api/tokens; /healthz, /readyz, /metrics and
 // /openapi.json are unauthenticated. The document served at /openapi.json
 // (openapi.json in this directory) lists every route; a test keeps the two
-// equal.
+// equal. The one exception is /mcp, where [Config.MCP] (the Model Context
+// Protocol's streamable HTTP transport) is mounted behind the same bearer
+// tokens: it speaks JSON-RPC, not this REST API, and is not in the document.
 //
 // # Personal data
 //
@@ -95,6 +97,11 @@ type Config struct {
 	// Registry receives the HTTP metrics and is served at /metrics
 	// (default: a new registry with the Go and process collectors).
 	Registry *prometheus.Registry
+	// MCP, when set, is served at /mcp (every method) after the bearer
+	// token is checked as for /api: a request without a live token is
+	// answered 401 and never reaches it. What a call may do is MCP's to
+	// enforce, with the request's token.
+	MCP http.Handler
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -142,7 +149,7 @@ func init() {
 }
 
 // routes builds the router. Every route here is in openapi.json, with the
-// same methods.
+// same methods, except /mcp (see Config.MCP).
 func (s *Server) routes() *gin.Engine {
 	e := gin.New()
 	e.RedirectTrailingSlash = false
@@ -192,6 +199,10 @@ func (s *Server) routes() *gin.Engine {
 	t.GET("", s.listTokens)
 	t.POST("", s.createToken)
 	t.DELETE("/:id", s.revokeToken)
+
+	if s.cfg.MCP != nil {
+		e.Any("/mcp", s.deadline, s.authenticate, gin.WrapH(s.cfg.MCP))
+	}
 	return e
 }
 

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/api"
+	lethemcp "github.com/lethe-io/lethe/internal/mcp"
+)
+
+const mcpUsage = `Usage: lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase] [--policy FILE]
+
+Serve the Model Context Protocol over stdin and stdout, for an AI agent's MCP
+client: tools add, recall, supersede, history and forget (with dry_run), and
+with --allow-erase forget_user and erase_scope; resources
+lethe://MEMORY/grains/HASH and lethe://MEMORY/grains/HASH/history. It works on
+the embedded store (--data), or with --server URL --token-file F through the
+API, with that token's roles and scopes. 'lethe serve' offers the same
+tools at /mcp (streamable HTTP).
+
+Flags:
+  --lock-namespace NS    confine every call to namespace NS (adds get it)
+  --lock-scope PATH      confine every call to scope PATH and below (adds get it)
+  --allow-erase          offer the crypto-erasure tools forget_user and erase_scope
+  --policy FILE          the embedded store's forgetting policy (default: the built-in one)
+  --memory M             the session's memory (default "default")
+  --data DIR, --postgres DSN, --server URL, --token-file F   as for every command
+`
+
+// mcpStore is what "lethe mcp" serves: the embedded store or a client.
+type mcpStore interface {
+	lethemcp.Library
+	lethemcp.Eraser
+}
+
+var (
+	_ mcpStore = (*lethe.DB)(nil)
+	_ mcpStore = (*client)(nil)
+)
+
+func cmdMCP(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("mcp")
+	lockNS := fs.String("lock-namespace", "", "")
+	lockScope := fs.String("lock-scope", "", "")
+	allowErase := fs.Bool("allow-erase", false, "")
+	policyFile := fs.String("policy", "", "")
+	help := fs.Bool("help", false, "")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *help {
+		fmt.Fprint(e.stdout, mcpUsage)
+		return nil
+	}
+	if len(pos) > 0 {
+		return usagef("mcp: unexpected argument %q", pos[0])
+	}
+	cfg := lethemcp.Config{Memory: e.memory, LockNamespace: *lockNS, LockScope: *lockScope, Version: version}
+	var store mcpStore
+	if e.server != "" {
+		if *policyFile != "" {
+			return usagef("mcp: --policy applies to the embedded store; a server runs the policy it was started with")
+		}
+		c, err := e.client()
+		if err != nil {
+			return err
+		}
+		store, cfg.Remote = c, true
+	} else {
+		lcfg := lethe.Config{DataDir: e.data, PostgresDSN: e.postgres}
+		if *policyFile != "" {
+			if lcfg.Policy, err = lethe.LoadPolicy(*policyFile); err != nil {
+				return err
+			}
+		}
+		if err := storeEnv(&lcfg); err != nil {
+			return err
+		}
+		db, err := lethe.Open(ctx, lcfg)
+		if err != nil {
+			return err
+		}
+		e.db, store, cfg.Policy = db, db, lcfg.Policy
+	}
+	cfg.Library = store
+	if *allowErase {
+		cfg.Eraser = store
+	}
+	s, err := lethemcp.New(cfg)
+	if err != nil {
+		return usagef("mcp: %v", err)
+	}
+	err = s.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil // the client closed stdin, or a signal ended the session
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// mcpServeConfig is lethe serve's "mcp" section.
+type mcpServeConfig struct {
+	// Disable leaves /mcp unrouted.
+	Disable bool `yaml:"disable"`
+	// AllowErase offers forget_user and erase_scope at /mcp (the token
+	// still needs the dpo role).
+	AllowErase bool `yaml:"allow_erase"`
+}
+
+// withMCP returns the API for cfg with the MCP streamable HTTP transport at
+// /mcp. Each MCP request gets a server whose tools call this same API, in
+// process, with the request's bearer token: the token's roles, memories and
+// scopes apply to every tool call exactly as to the REST routes.
+func withMCP(cfg api.Config, mc mcpServeConfig, policy *lethe.Policy) *api.Server {
+	lb := &loopback{}
+	if !mc.Disable {
+		cfg.MCP = lethemcp.NewHandler(func(r *http.Request) (lethemcp.Config, error) {
+			scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			secret = strings.TrimSpace(secret)
+			if !strings.EqualFold(scheme, "Bearer") || secret == "" {
+				return lethemcp.Config{}, errors.New("no bearer token") // authenticate answered 401 already
+			}
+			c := &client{base: "http://lethe.loopback", token: secret, hc: &http.Client{Transport: lb}}
+			q := r.URL.Query()
+			mcfg := lethemcp.Config{Library: c, Memory: q.Get("memory"), LockNamespace: q.Get("lock_namespace"),
+				LockScope: q.Get("lock_scope"), Policy: policy, Version: version, Logger: cfg.Logger}
+			if mc.AllowErase {
+				mcfg.Eraser = c
+			}
+			return mcfg, nil
+		}, &lethemcp.HandlerOptions{MaxBody: cfg.MaxBody})
+	}
+	s := api.New(cfg)
+	lb.h = s
+	return s
+}
+
+// loopback is an http.RoundTripper that serves requests with a handler in
+// process, without a socket.
+type loopback struct{ h http.Handler }
+
+func (l *loopback) RoundTrip(r *http.Request) (*http.Response, error) {
+	w := &recorder{header: http.Header{}}
+	l.h.ServeHTTP(w, r)
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", w.code, http.StatusText(w.code)), StatusCode: w.code,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: w.header, Body: io.NopCloser(&w.body), ContentLength: int64(w.body.Len()), Request: r,
+	}, nil
+}
+
+// recorder is the http.ResponseWriter of a loopback request.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (w *recorder) Header() http.Header { return w.header }
+
+func (w *recorder) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(b)
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/api"
+	"github.com/lethe-io/lethe/internal/auth"
+	lethemcp "github.com/lethe-io/lethe/internal/mcp"
+)
+
+type args = map[string]any
+
+func mcpClient() *sdk.Client {
+	return sdk.NewClient(&sdk.Implementation{Name: "lethe-test", Version: "v0"}, nil)
+}
+
+func toolNames(t testing.TB, cs *sdk.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func callTool(t testing.TB, cs *sdk.ClientSession, name string, a args) *sdk.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: a})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+// structured decodes a result's structured content; want says whether it
+// must be an error result.
+func structured[T any](t testing.TB, res *sdk.CallToolResult, wantErr bool) T {
+	t.Helper()
+	var out T
+	if res.IsError != wantErr {
+		t.Fatalf("isError = %v, want %v: %v", res.IsError, wantErr, resultText(res))
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return out
+}
+
+func resultText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// errorCode returns the code of an error result.
+func errorCode(t testing.TB, res *sdk.CallToolResult) string {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("want an error result, got %s", resultText(res))
+	}
+	var info lethemcp.ErrorInfo
+	if err := json.Unmarshal([]byte(resultText(res)), &info); err != nil {
+		t.Fatalf("error result %q: %v", resultText(res), err)
+	}
+	return info.Code
+}
+
+// TestMCPStdio runs "lethe mcp" as a child process (the test binary, which
+// testscript put on $PATH as lethe) and drives it with the SDK's client
+// over stdin and stdout.
+func TestMCPStdio(t *testing.T) {
+	for _, v := range []string{"LETHE_SERVER", "LETHE_TOKEN_FILE", "LETHE_POSTGRES_DSN"} {
+		t.Setenv(v, "")
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	caveat := strings.TrimSpace(mustCLI(t, "add", "--data", data, "caveat", "subject=stove", "content=never leave it on"))
+	bin, err := exec.LookPath("lethe")
+	if err != nil {
+		t.Fatalf("lethe is not on $PATH (testscript.Main puts it there): %v", err)
+	}
+	ctx := context.Background()
+	connect := func(extra ...string) (*sdk.ClientSession, *bytes.Buffer) {
+		cmd := exec.Command(bin, append([]string{"mcp", "--data", data}, extra...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cs, err := mcpClient().Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatalf("connect: %v\n%s", err, stderr.String())
+		}
+		return cs, &stderr
+	}
+
+	cs, stderr := connect()
+	if got := toolNames(t, cs); !slices.Equal(got, []string{"add", "forget", "history", "recall", "supersede"}) {
+		t.Errorf("tools %v", got)
+	}
+	h := structured[lethemcp.AddOutput](t, callTool(t, cs, "add", args{"type": "fact", "subject": "kettle", "content": "is electric", "user_id": "u7"}), false).Hash
+	page := structured[lethemcp.RecallOutput](t, callTool(t, cs, "recall", args{"user_id": "u7"}), false)
+	if page.Count != 1 || page.Grains[0].Hash != h || page.Grains[0].Content != "is electric" {
+		t.Errorf("recall: %+v", page)
+	}
+	refused := structured[lethemcp.ForgetOutput](t, callTool(t, cs, "forget", args{"hash": caveat}), true)
+	if !refused.Preserved || refused.Reason == "" || refused.Hint == "" {
+		t.Errorf("forget a caveat: %+v", refused)
+	}
+	dry := structured[lethemcp.ForgetOutput](t, callTool(t, cs, "forget", args{"user_id": "u7", "dry_run": true}), false)
+	if dry.Status != "would_forget" || !slices.Equal(dry.Hashes, []string{h}) {
+		t.Errorf("dry run: %+v", dry)
+	}
+	sweep := structured[lethemcp.ForgetOutput](t, callTool(t, cs, "forget", args{"dry_run": true}), false)
+	if sweep.Mode != "sweep" || sweep.Scanned != 2 {
+		t.Errorf("sweep dry run: %+v", sweep)
+	}
+	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "forget_user", Arguments: args{"user_id": "u7"}}); err == nil {
+		t.Error("forget_user answered without --allow-erase")
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v\n%s", err, stderr.String())
+	}
+	// Nothing personal reaches the process's stderr.
+	for _, s := range []string{"kettle", "electric", "u7", "stove"} {
+		if strings.Contains(stderr.String(), s) {
+			t.Errorf("stderr mentions %q: %s", s, stderr.String())
+		}
+	}
+
+	// Locked, with the erasure tools.
+	cs, stderr = connect("--lock-scope", "acme", "--allow-erase")
+	defer cs.Close()
+	if got := toolNames(t, cs); !slices.Contains(got, "forget_user") || !slices.Contains(got, "erase_scope") {
+		t.Errorf("--allow-erase tools %v", got)
+	}
+	if code := errorCode(t, callTool(t, cs, "history", args{"hash": h})); code != "forbidden" {
+		t.Errorf("history outside the lock: %s", code)
+	}
+	hb := structured[lethemcp.AddOutput](t, callTool(t, cs, "add", args{"type": "fact", "content": "bot state"}), false).Hash
+	if p := structured[lethemcp.RecallOutput](t, callTool(t, cs, "recall", args{}), false); p.Count != 1 || p.Grains[0].Hash != hb || p.Grains[0].Scope != "acme" {
+		t.Errorf("locked recall: %+v", p)
+	}
+	if code := errorCode(t, callTool(t, cs, "forget_user", args{"user_id": "u7"})); code != "forbidden" {
+		t.Errorf("forget_user under a lock: %s", code)
+	}
+	e := structured[lethemcp.ErasureOutput](t, callTool(t, cs, "erase_scope", args{"scope": "acme"}), false)
+	if e.Count != 1 || e.EventID == "" {
+		t.Errorf("erase_scope: %+v\n%s", e, stderr.String())
+	}
+
+	// Bad flags are usage errors.
+	if _, _, err := cli(t, "mcp", "--data", data, "--lock-scope", "a//b"); err == nil || !strings.Contains(err.Error(), "lock scope") {
+		t.Errorf("bad --lock-scope: %v", err)
+	}
+	if out := mustCLI(t, "mcp", "--help"); !strings.Contains(out, "--lock-namespace") {
+		t.Errorf("mcp --help: %s", out)
+	}
+}
+
+// bearer adds a token to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpHTTP is lethe serve's handler (the API with /mcp) over a fresh store
+// and token store, on an httptest server.
+type mcpHTTP struct {
+	db     *lethe.DB
+	tokens *auth.Store
+	srv    *httptest.Server
+}
+
+func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
+	t.Helper()
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := lethe.Open(ctx, lethe.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tokens, err := auth.Open(ctx, auth.Config{SQLitePath: filepath.Join(dir, "lethe.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tokens.Close() })
+	srv := httptest.NewServer(withMCP(api.Config{Library: db, Tokens: tokens}, mc, nil))
+	t.Cleanup(srv.Close)
+	return &mcpHTTP{db: db, tokens: tokens, srv: srv}
+}
+
+func (m *mcpHTTP) token(t testing.TB, spec auth.Spec) (string, *auth.Token) {
+	t.Helper()
+	if spec.Memories == nil {
+		spec.Memories = []string{"default"}
+	}
+	secret, tok, err := m.tokens.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret, tok
+}
+
+func (m *mcpHTTP) connect(t testing.TB, secret, query string) *sdk.ClientSession {
+	t.Helper()
+	tr := &sdk.StreamableClientTransport{Endpoint: m.srv.URL + "/mcp" + query, HTTPClient: &http.Client{Transport: bearer{secret}}}
+	cs, err := mcpClient().Connect(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestMCPHTTP drives /mcp of lethe serve's handler with the SDK's
+// streamable HTTP client: bearer tokens, roles and scopes apply to every
+// tool call as they do to the REST routes.
+func TestMCPHTTP(t *testing.T) {
+	ctx := context.Background()
+	m := newMCPHTTP(t, mcpServeConfig{AllowErase: true})
+
+	// No token, a bad token, a revoked token: 401, before MCP.
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}`
+	post := func(auth string) int {
+		req, _ := http.NewRequest(http.MethodPost, m.srv.URL+"/mcp", strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	revoked, rtok := m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader}})
+	if err := m.tokens.Revoke(ctx, rtok.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"", "Bearer", "Bearer lethe_nosuchtoken", "Basic abc", "Bearer " + revoked} {
+		if code := post(a); code != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: %d, want 401", a, code)
+		}
+	}
+	if _, err := mcpClient().Connect(ctx, &sdk.StreamableClientTransport{Endpoint: m.srv.URL + "/mcp"}, nil); err == nil {
+		t.Error("an SDK client without a token connected")
+	}
+	agentSecret, _ := m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader, auth.Writer}})
+	if code := post("Bearer " + agentSecret); code != http.StatusOK {
+		t.Errorf("initialize with a token: %d", code)
+	}
+
+	agent := m.connect(t, agentSecret, "")
+	if got := toolNames(t, agent); !slices.Equal(got, []string{"add", "erase_scope", "forget", "forget_user", "history", "recall", "supersede"}) {
+		t.Errorf("tools %v", got)
+	}
+	caveat := structured[lethemcp.AddOutput](t, callTool(t, agent, "add", args{"type": "caveat", "content": "the stove is hot"}), false).Hash
+	plain := structured[lethemcp.AddOutput](t, callTool(t, agent, "add", args{"type": "fact", "subject": "kettle", "content": "is electric", "scope": "acme/prod"}), false).Hash
+	if p := structured[lethemcp.RecallOutput](t, callTool(t, agent, "recall", args{"subject": "kettle"}), false); p.Count != 1 || p.Grains[0].Hash != plain {
+		t.Errorf("recall over HTTP: %+v", p)
+	}
+	// The agent token has no dpo role: forget and the erasures are refused
+	// by the API, and nothing changes.
+	for _, c := range []struct {
+		tool string
+		a    args
+	}{{"forget", args{"hash": plain}}, {"forget", args{"subject": "kettle"}}, {"forget", args{"dry_run": false}},
+		{"forget_user", args{"user_id": "u1"}}, {"erase_scope", args{"scope": "acme"}}} {
+		if code := errorCode(t, callTool(t, agent, c.tool, c.a)); code != "forbidden" {
+			t.Errorf("agent %s %v: %s, want forbidden", c.tool, c.a, code)
+		}
+	}
+	reader := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader}})), "")
+	for _, c := range []struct {
+		tool string
+		a    args
+	}{{"forget", args{"hash": plain}}, {"add", args{"type": "fact", "content": "x"}},
+		{"supersede", args{"hash": plain, "type": "fact", "content": "y"}}} {
+		if code := errorCode(t, callTool(t, reader, c.tool, c.a)); code != "forbidden" {
+			t.Errorf("reader %s: %s, want forbidden", c.tool, code)
+		}
+	}
+	if _, err := m.db.Get(ctx, "", plain); err != nil {
+		t.Fatalf("a refused call changed the store: %v", err)
+	}
+
+	// A DPO forgets, except what protection keeps.
+	dpo := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO, auth.Reader}})), "")
+	refused := structured[lethemcp.ForgetOutput](t, callTool(t, dpo, "forget", args{"hash": caveat}), true)
+	if !refused.Preserved || refused.Code != "protected" {
+		t.Errorf("forget a caveat over HTTP: %+v", refused)
+	}
+	out := structured[lethemcp.ForgetOutput](t, callTool(t, dpo, "forget", args{"subject": "kettle"}), false)
+	if out.Status != "forgotten" || out.Count != 1 || out.EventID == "" {
+		t.Errorf("forget over HTTP: %+v", out)
+	}
+	if _, err := m.db.Get(ctx, "", caveat); err != nil {
+		t.Errorf("the caveat: %v", err)
+	}
+
+	// A scope-limited token: its scopes apply, and the session lock too.
+	scoped := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader, auth.Writer}, Scopes: []string{"acme/prod"}})), "")
+	if code := errorCode(t, callTool(t, scoped, "add", args{"type": "fact", "content": "x", "scope": "acme/dev"})); code != "forbidden" {
+		t.Errorf("scoped add outside: %s", code)
+	}
+	structured[lethemcp.AddOutput](t, callTool(t, scoped, "add", args{"type": "fact", "content": "in scope", "scope": "acme/prod/bot"}), false)
+	if p := structured[lethemcp.RecallOutput](t, callTool(t, scoped, "recall", args{}), false); p.Count != 1 {
+		t.Errorf("scoped recall: %d grains, want 1", p.Count)
+	}
+	locked := m.connect(t, agentSecret, "?lock_namespace=agent2")
+	if code := errorCode(t, callTool(t, locked, "add", args{"type": "fact", "content": "x", "namespace": "default"})); code != "forbidden" {
+		t.Errorf("locked add over HTTP: %s", code)
+	}
+	// Another memory the token does not name.
+	if code := errorCode(t, callTool(t, agent, "recall", args{"memory": "other"})); code != "forbidden" {
+		t.Errorf("recall in another memory: %s", code)
+	}
+
+	// Disabled: no route.
+	off := newMCPHTTP(t, mcpServeConfig{Disable: true})
+	req, _ := http.NewRequest(http.MethodPost, off.srv.URL+"/mcp", strings.NewReader(init))
+	req.Header.Set("Authorization", "Bearer x")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("disabled /mcp: %d, want 404", resp.StatusCode)
+	}
+}
+
+func mustSecret(secret string, _ *auth.Token) string { return secret }
