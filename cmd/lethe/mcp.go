@@ -120,31 +120,35 @@ type mcpServeConfig struct {
 }
 
 // withMCP returns the API for cfg with the MCP streamable HTTP transport at
-// /mcp. Each MCP request gets a server whose tools call this same API, in
-// process, with the request's bearer token: the token's roles, memories and
-// scopes apply to every tool call exactly as to the REST routes.
-func withMCP(cfg api.Config, mc mcpServeConfig, policy *lethe.Policy) *api.Server {
+// /mcp. Every tool call is made through this same API, in process, with the
+// bearer token of the HTTP request that carried it: the token's roles,
+// memories and scopes apply to it exactly as to the REST routes, and a
+// token revoked mid-session stops working at once.
+func withMCP(cfg api.Config, mc mcpServeConfig, policy *lethe.Policy) (*api.Server, error) {
 	lb := &loopback{}
 	if !mc.Disable {
-		cfg.MCP = lethemcp.NewHandler(func(r *http.Request) (lethemcp.Config, error) {
-			scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-			secret = strings.TrimSpace(secret)
-			if !strings.EqualFold(scheme, "Bearer") || secret == "" {
-				return lethemcp.Config{}, errors.New("no bearer token") // authenticate answered 401 already
-			}
-			c := &client{base: "http://lethe.loopback", token: secret, hc: &http.Client{Transport: lb}}
-			q := r.URL.Query()
-			mcfg := lethemcp.Config{Library: c, Memory: q.Get("memory"), LockNamespace: q.Get("lock_namespace"),
-				LockScope: q.Get("lock_scope"), Policy: policy, Version: version, Logger: cfg.Logger}
-			if mc.AllowErase {
-				mcfg.Eraser = c
-			}
-			return mcfg, nil
+		h, err := lethemcp.NewHandler(lethemcp.Config{
+			Resolve: func(header http.Header) (lethemcp.Library, lethemcp.Eraser, error) {
+				scheme, secret, _ := strings.Cut(header.Get("Authorization"), " ")
+				secret = strings.TrimSpace(secret)
+				if !strings.EqualFold(scheme, "Bearer") || secret == "" {
+					// The API answered 401 before MCP saw the request; this
+					// is another transport.
+					return nil, nil, &lethe.Error{Code: api.CodeUnauthorized, Message: "a bearer token is required"}
+				}
+				c := &client{base: "http://lethe.loopback", token: secret, hc: &http.Client{Transport: lb}}
+				return c, c, nil
+			},
+			AllowErase: mc.AllowErase, Policy: policy, Version: version, Logger: cfg.Logger,
 		}, &lethemcp.HandlerOptions{MaxBody: cfg.MaxBody})
+		if err != nil {
+			return nil, err
+		}
+		cfg.MCP = h
 	}
 	s := api.New(cfg)
 	lb.h = s
-	return s
+	return s, nil
 }
 
 // loopback is an http.RoundTripper that serves requests with a handler in

@@ -207,7 +207,11 @@ func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tokens.Close() })
-	srv := httptest.NewServer(withMCP(api.Config{Library: db, Tokens: tokens}, mc, nil))
+	h, err := withMCP(api.Config{Library: db, Tokens: tokens}, mc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &mcpHTTP{db: db, tokens: tokens, srv: srv}
 }
@@ -224,9 +228,9 @@ func (m *mcpHTTP) token(t testing.TB, spec auth.Spec) (string, *auth.Token) {
 	return secret, tok
 }
 
-func (m *mcpHTTP) connect(t testing.TB, secret, query string) *sdk.ClientSession {
+func (m *mcpHTTP) connect(t testing.TB, secret string) *sdk.ClientSession {
 	t.Helper()
-	tr := &sdk.StreamableClientTransport{Endpoint: m.srv.URL + "/mcp" + query, HTTPClient: &http.Client{Transport: bearer{secret}}}
+	tr := &sdk.StreamableClientTransport{Endpoint: m.srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{secret}}}
 	cs, err := mcpClient().Connect(context.Background(), tr, nil)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
@@ -275,7 +279,7 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("initialize with a token: %d", code)
 	}
 
-	agent := m.connect(t, agentSecret, "")
+	agent := m.connect(t, agentSecret)
 	if got := toolNames(t, agent); !slices.Equal(got, []string{"add", "erase_scope", "forget", "forget_user", "history", "recall", "supersede"}) {
 		t.Errorf("tools %v", got)
 	}
@@ -295,7 +299,7 @@ func TestMCPHTTP(t *testing.T) {
 			t.Errorf("agent %s %v: %s, want forbidden", c.tool, c.a, code)
 		}
 	}
-	reader := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader}})), "")
+	reader := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader}})))
 	for _, c := range []struct {
 		tool string
 		a    args
@@ -310,7 +314,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 
 	// A DPO forgets, except what protection keeps.
-	dpo := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO, auth.Reader}})), "")
+	dpo := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO, auth.Reader}})))
 	refused := structured[lethemcp.ForgetOutput](t, callTool(t, dpo, "forget", args{"hash": caveat}), true)
 	if !refused.Preserved || refused.Code != "protected" {
 		t.Errorf("forget a caveat over HTTP: %+v", refused)
@@ -324,7 +328,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 
 	// A scope-limited token: its scopes apply, and the session lock too.
-	scoped := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader, auth.Writer}, Scopes: []string{"acme/prod"}})), "")
+	scoped := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader, auth.Writer}, Scopes: []string{"acme/prod"}})))
 	if code := errorCode(t, callTool(t, scoped, "add", args{"type": "fact", "content": "x", "scope": "acme/dev"})); code != "forbidden" {
 		t.Errorf("scoped add outside: %s", code)
 	}
@@ -332,13 +336,28 @@ func TestMCPHTTP(t *testing.T) {
 	if p := structured[lethemcp.RecallOutput](t, callTool(t, scoped, "recall", args{}), false); p.Count != 1 {
 		t.Errorf("scoped recall: %d grains, want 1", p.Count)
 	}
-	locked := m.connect(t, agentSecret, "?lock_namespace=agent2")
-	if code := errorCode(t, callTool(t, locked, "add", args{"type": "fact", "content": "x", "namespace": "default"})); code != "forbidden" {
-		t.Errorf("locked add over HTTP: %s", code)
-	}
 	// Another memory the token does not name.
 	if code := errorCode(t, callTool(t, agent, "recall", args{"memory": "other"})); code != "forbidden" {
 		t.Errorf("recall in another memory: %s", code)
+	}
+
+	// The server is shared; each call acts for its own request's token, so
+	// revoking the agent's token stops its session at once.
+	revokeID := ""
+	list, err := m.tokens.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range list {
+		if slices.Equal(tk.Roles, []auth.Role{auth.Reader, auth.Writer}) && len(tk.Scopes) == 0 {
+			revokeID = tk.ID
+		}
+	}
+	if err := m.tokens.Revoke(ctx, revokeID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.CallTool(ctx, &sdk.CallToolParams{Name: "recall", Arguments: args{}}); err == nil {
+		t.Error("a revoked token's session still recalls")
 	}
 
 	// Disabled: no route.

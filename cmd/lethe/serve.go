@@ -223,10 +223,14 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 		return err
 	}
 
+	handler, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger,
+		MaxBody: cfg.MaxBodyBytes, MaxBatchBody: cfg.MaxBatchBodyBytes,
+		RequestTimeout: time.Duration(cfg.RequestTimeout)}, cfg.MCP, lcfg.Policy)
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{
-		Handler: withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger,
-			MaxBody: cfg.MaxBodyBytes, MaxBatchBody: cfg.MaxBatchBodyBytes,
-			RequestTimeout: time.Duration(cfg.RequestTimeout)}, cfg.MCP, lcfg.Policy),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Duration(cfg.ReadTimeout),
 		WriteTimeout:      time.Duration(cfg.WriteTimeout),

@@ -68,6 +68,10 @@ func jsonContents(uri string, v any) (*sdk.ReadResourceResult, error) {
 
 func (h *handlers) readGrain(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	uri := req.Params.URI
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, resourceErr(uri, err)
+	}
 	memory, hash, ok := parseURI(uri, false)
 	if !ok {
 		return nil, sdk.ResourceNotFoundError(uri)
@@ -84,6 +88,10 @@ func (h *handlers) readGrain(ctx context.Context, req *sdk.ReadResourceRequest) 
 
 func (h *handlers) readHistory(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	uri := req.Params.URI
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, resourceErr(uri, err)
+	}
 	memory, hash, ok := parseURI(uri, true)
 	if !ok {
 		return nil, sdk.ResourceNotFoundError(uri)

@@ -43,10 +43,17 @@ var (
 
 // Config configures a server.
 type Config struct {
-	// Library is the store the tools call. Required.
+	// Library is the store the tools call. Required unless Resolve is set.
 	Library Library
 	// Eraser, when set, adds the forget_user and erase_scope tools.
 	Eraser Eraser
+	// Resolve, when set, gives each call its Library and Eraser from the
+	// header of the HTTP request that carried it (NewHandler's requests;
+	// the header is nil over other transports): so one server serves
+	// every caller with that caller's token. The erasure tools are offered
+	// when AllowErase is set; Resolve may then return an Eraser.
+	Resolve    func(header http.Header) (Library, Eraser, error)
+	AllowErase bool
 	// Memory is the session's memory (default "default"); a call may name
 	// another unless a lock is set.
 	Memory string
@@ -73,7 +80,7 @@ var schemas = sdk.NewSchemaCache()
 
 // New returns an MCP server over cfg.Library.
 func New(cfg Config) (*sdk.Server, error) {
-	if cfg.Library == nil {
+	if cfg.Library == nil && cfg.Resolve == nil {
 		return nil, errors.New("mcp: no library")
 	}
 	if cfg.Memory == "" {
@@ -136,30 +143,55 @@ type HandlerOptions struct {
 	MaxBody int64
 }
 
-// NewHandler serves the streamable HTTP transport, stateless: each request
-// gets a server of its own, with the Config that configFor returns for it
-// (so a Library acting for that request's bearer token). When configFor
-// fails the request is answered 400 and nothing runs.
-func NewHandler(configFor func(r *http.Request) (Config, error), opts *HandlerOptions) http.Handler {
+// NewHandler serves the streamable HTTP transport, stateless (no session
+// outlives its request, so any replica answers any request), with one
+// server for cfg. Set cfg.Resolve so that each call acts for the token of
+// its own request.
+func NewHandler(cfg Config, opts *HandlerOptions) (http.Handler, error) {
 	if opts == nil {
 		opts = &HandlerOptions{}
 	}
-	return sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		cfg, err := configFor(r)
-		if err != nil {
-			return nil
-		}
-		s, err := New(cfg)
-		if err != nil {
-			return nil
-		}
-		return s
-	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: opts.MaxBody})
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
+		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: opts.MaxBody,
+			// The SDK refuses requests that reach a loopback address with another
+			// Host, against DNS rebinding. lethe's /mcp needs a bearer token,
+			// which a rebinding page does not have, and a reverse proxy on the
+			// same host (forwarding its own Host) is a common deployment.
+			DisableLocalhostProtection: true}), nil
 }
 
 // handlers are the tools and resources of one server.
 type handlers struct {
 	cfg Config
+}
+
+// bind returns the handlers for one call: with Config.Resolve, those of
+// the Library and Eraser it gives for the call's HTTP header. On error it
+// returns h, to report it.
+func (h *handlers) bind(extra *sdk.RequestExtra) (*handlers, error) {
+	if h.cfg.Resolve == nil {
+		return h, nil
+	}
+	var header http.Header
+	if extra != nil {
+		header = extra.Header
+	}
+	lib, er, err := h.cfg.Resolve(header)
+	if err != nil {
+		return h, err
+	}
+	c := *h
+	c.cfg.Library, c.cfg.Eraser = lib, er
+	return &c, nil
+}
+
+// erasing reports whether the erasure tools are offered.
+func (h *handlers) erasing() bool {
+	return h.cfg.Eraser != nil || (h.cfg.Resolve != nil && h.cfg.AllowErase)
 }
 
 // ErrorInfo is the body of an error result: the library's stable code, a

@@ -198,7 +198,7 @@ func (h *handlers) addTools(s *sdk.Server) {
 			"the result is an error with preserved: true, a reason and a hint, and nothing changes. "+
 			"With no target, run the risk sweep (drop or compress grains at risk). dry_run reports without changing anything.",
 		false, true, false), h.forget)
-	if h.cfg.Eraser != nil {
+	if h.erasing() {
 		sdk.AddTool(s, tool("forget_user", "Crypto-erase a user",
 			"Destroy a user's data key: every grain of that user in the memory becomes unreadable at once. Returns the signed proof.",
 			false, true, false), h.forgetUser)
@@ -208,7 +208,11 @@ func (h *handlers) addTools(s *sdk.Server) {
 	}
 }
 
-func (h *handlers) add(ctx context.Context, _ *sdk.CallToolRequest, in AddInput) (*sdk.CallToolResult, *AddOutput, error) {
+func (h *handlers) add(ctx context.Context, req *sdk.CallToolRequest, in AddInput) (*sdk.CallToolResult, *AddOutput, error) {
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, nil, h.fail("add", err)
+	}
 	memory, err := h.memory(in.Memory)
 	if err != nil {
 		return nil, nil, h.fail("add", err)
@@ -227,7 +231,11 @@ func (h *handlers) add(ctx context.Context, _ *sdk.CallToolRequest, in AddInput)
 	return nil, &AddOutput{Hash: hash}, nil
 }
 
-func (h *handlers) recall(ctx context.Context, _ *sdk.CallToolRequest, in RecallInput) (*sdk.CallToolResult, *RecallOutput, error) {
+func (h *handlers) recall(ctx context.Context, req *sdk.CallToolRequest, in RecallInput) (*sdk.CallToolResult, *RecallOutput, error) {
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, nil, h.fail("recall", err)
+	}
 	memory, err := h.memory(in.Memory)
 	if err != nil {
 		return nil, nil, h.fail("recall", err)
@@ -265,7 +273,11 @@ func (h *handlers) get(ctx context.Context, memory, hash, field string) (*lethe.
 	return g, nil
 }
 
-func (h *handlers) supersede(ctx context.Context, _ *sdk.CallToolRequest, in SupersedeInput) (*sdk.CallToolResult, *SupersedeOutput, error) {
+func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in SupersedeInput) (*sdk.CallToolResult, *SupersedeOutput, error) {
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, nil, h.fail("supersede", err)
+	}
 	memory, err := h.memory(in.Memory)
 	if err != nil {
 		return nil, nil, h.fail("supersede", err)
@@ -321,7 +333,11 @@ func (h *handlers) chain(ctx context.Context, memory, hash string) ([]lethe.Grai
 	return kept, nil
 }
 
-func (h *handlers) history(ctx context.Context, _ *sdk.CallToolRequest, in HashInput) (*sdk.CallToolResult, *HistoryOutput, error) {
+func (h *handlers) history(ctx context.Context, req *sdk.CallToolRequest, in HashInput) (*sdk.CallToolResult, *HistoryOutput, error) {
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, nil, h.fail("history", err)
+	}
 	memory, err := h.memory(in.Memory)
 	if err != nil {
 		return nil, nil, h.fail("history", err)
@@ -337,7 +353,11 @@ func (h *handlers) history(ctx context.Context, _ *sdk.CallToolRequest, in HashI
 }
 
 // forget is linksee-memory's forget over the library (see the package doc).
-func (h *handlers) forget(ctx context.Context, _ *sdk.CallToolRequest, in ForgetInput) (*sdk.CallToolResult, *ForgetOutput, error) {
+func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in ForgetInput) (*sdk.CallToolResult, *ForgetOutput, error) {
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, nil, h.fail("forget", err)
+	}
 	memory, err := h.memory(in.Memory)
 	if err != nil {
 		return nil, nil, h.fail("forget", err)
@@ -596,7 +616,11 @@ func (h *handlers) erasureOut(e *lethe.Erasure) (*ErasureOutput, error) {
 	return out, nil
 }
 
-func (h *handlers) forgetUser(ctx context.Context, _ *sdk.CallToolRequest, in ForgetUserInput) (*sdk.CallToolResult, *ErasureOutput, error) {
+func (h *handlers) forgetUser(ctx context.Context, req *sdk.CallToolRequest, in ForgetUserInput) (*sdk.CallToolResult, *ErasureOutput, error) {
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, nil, h.fail("forget_user", err)
+	}
 	memory, err := h.memory(in.Memory)
 	if err != nil {
 		return nil, nil, h.fail("forget_user", err)
@@ -618,7 +642,11 @@ func (h *handlers) forgetUser(ctx context.Context, _ *sdk.CallToolRequest, in Fo
 	return nil, out, nil
 }
 
-func (h *handlers) eraseScope(ctx context.Context, _ *sdk.CallToolRequest, in EraseScopeInput) (*sdk.CallToolResult, *ErasureOutput, error) {
+func (h *handlers) eraseScope(ctx context.Context, req *sdk.CallToolRequest, in EraseScopeInput) (*sdk.CallToolResult, *ErasureOutput, error) {
+	h, err := h.bind(req.Extra)
+	if err != nil {
+		return nil, nil, h.fail("erase_scope", err)
+	}
 	memory, err := h.memory(in.Memory)
 	if err != nil {
 		return nil, nil, h.fail("erase_scope", err)
