@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -191,6 +194,7 @@ type mcpHTTP struct {
 	db     *lethe.DB
 	tokens *auth.Store
 	srv    *httptest.Server
+	logs   *lockedBuffer
 }
 
 func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
@@ -207,13 +211,15 @@ func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tokens.Close() })
-	h, err := withMCP(api.Config{Library: db, Tokens: tokens}, mc, nil)
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger}, mc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &mcpHTTP{db: db, tokens: tokens, srv: srv}
+	return &mcpHTTP{db: db, tokens: tokens, srv: srv, logs: logs}
 }
 
 func (m *mcpHTTP) token(t testing.TB, spec auth.Spec) (string, *auth.Token) {
@@ -360,6 +366,18 @@ func TestMCPHTTP(t *testing.T) {
 		t.Error("a revoked token's session still recalls")
 	}
 
+	// The access log has the /mcp requests and the API calls they made,
+	// and nothing personal.
+	logs := m.logs.String()
+	if !strings.Contains(logs, `"route":"/mcp"`) || !strings.Contains(logs, `"route":"/api/memories/:memory/recall"`) {
+		t.Errorf("access log: %s", logs)
+	}
+	for _, s := range []string{"kettle", "electric", "stove", "u1", secretOf(agentSecret)} {
+		if strings.Contains(logs, s) {
+			t.Errorf("the log mentions %q", s)
+		}
+	}
+
 	// Disabled: no route.
 	off := newMCPHTTP(t, mcpServeConfig{Disable: true})
 	req, _ := http.NewRequest(http.MethodPost, off.srv.URL+"/mcp", strings.NewReader(init))
@@ -374,4 +392,63 @@ func TestMCPHTTP(t *testing.T) {
 	}
 }
 
+// secretOf is the part of a token secret after its prefix.
+func secretOf(s string) string { return strings.TrimPrefix(s, auth.SecretPrefix) }
+
 func mustSecret(secret string, _ *auth.Token) string { return secret }
+
+// TestMCPRemote runs "lethe mcp --server URL --token-file F" in process on
+// pipes: the tools go through the API with that token's roles.
+func TestMCPRemote(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := newMCPHTTP(t, mcpServeConfig{})
+	h, err := m.db.Add(ctx, lethe.Grain{Type: "fact", Subject: "kettle", Content: "is electric"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _ := m.token(t, auth.Spec{Roles: []auth.Role{auth.Reader}})
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"mcp", "--server", m.srv.URL, "--token-file", tokenFile, "--allow-erase"}, inR, outW, &stderr)
+		outW.Close()
+	}()
+	cs, err := mcpClient().Connect(ctx, &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := structured[lethemcp.RecallOutput](t, callTool(t, cs, "recall", args{"subject": "kettle"}), false); p.Count != 1 || p.Grains[0].Hash != h {
+		t.Errorf("remote recall: %+v", p)
+	}
+	for _, c := range []struct {
+		tool string
+		a    args
+	}{{"forget", args{"hash": h}}, {"forget_user", args{"user_id": "u1"}}, {"add", args{"type": "fact", "content": "x"}}} {
+		if code := errorCode(t, callTool(t, cs, c.tool, c.a)); code != "forbidden" {
+			t.Errorf("reader %s over --server: %s, want forbidden", c.tool, code)
+		}
+	}
+	// The dry run reads only, and says the server's policy decides.
+	dry := structured[lethemcp.ForgetOutput](t, callTool(t, cs, "forget", args{"hash": h, "dry_run": true}), false)
+	if dry.Status != "would_forget" || !strings.Contains(dry.Preview, "server applies its own") {
+		t.Errorf("remote dry run: %+v", dry)
+	}
+	cs.Close()
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Errorf("lethe mcp: %v\n%s", err, stderr.String())
+	}
+	if _, err := m.db.Get(ctx, "", h); err != nil {
+		t.Errorf("the grain: %v", err)
+	}
+	if _, _, err := cli(t, "mcp", "--server", m.srv.URL, "--token-file", tokenFile, "--policy", "p.yaml"); err == nil {
+		t.Error("--policy with --server accepted")
+	}
+}

@@ -51,9 +51,11 @@
 // [New] returns a server for one [Library]: cmd/lethe runs it over stdio on
 // the embedded store, or on an HTTP client of a lethe server whose token's
 // roles and scopes then apply. [NewHandler] serves the streamable HTTP
-// transport, stateless, with a server per request made for that request (so
-// for its bearer token); lethe serve mounts it at /mcp behind the API's
-// bearer-token authentication.
+// transport, stateless, so any replica answers any request; with
+// [Config.Resolve] each call gets the Library of its own HTTP request's
+// bearer token. lethe serve mounts it at /mcp behind the API's bearer-token
+// authentication and resolves every call to the API itself, in process,
+// with that token.
 //
 // # Personal data
 //
