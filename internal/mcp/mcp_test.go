@@ -176,6 +176,14 @@ func TestToolsAndSchemas(t *testing.T) {
 				t.Errorf("forget's input schema has no %q", p)
 			}
 		}
+		for _, tl := range []string{"add", "supersede"} {
+			req := decode[struct {
+				Required []string `json:"required"`
+			}](t, tools[tl].InputSchema).Required
+			if !slices.Contains(req, "type") {
+				t.Errorf("%s's input schema does not require type: %v", tl, req)
+			}
+		}
 		if len(fin.Required) != 0 {
 			t.Errorf("forget requires %v; with no target it runs the sweep", fin.Required)
 		}
@@ -274,6 +282,7 @@ func TestGrainTools(t *testing.T) {
 		{"recall", m{"limit": 5000}, "invalid_argument"},
 		{"history", m{"hash": "xyz"}, "invalid_argument"},
 		{"supersede", m{"hash": "xyz", "type": "fact"}, "invalid_argument"},
+		{"add", m{"content": "no type"}, "schema"},
 		{"forget", m{"hash": ""}, "empty_selector"},
 		{"forget", m{"subject": "  "}, "empty_selector"},
 		{"forget", m{"hashes": []string{}}, "empty_selector"},

@@ -16,7 +16,7 @@ import (
 
 // GrainFields are the fields of a grain a caller writes.
 type GrainFields struct {
-	Type       string            `json:"type,omitempty" jsonschema:"fact, belief, event, state, checkpoint, observation, goal, caveat, summary, or a custom word"`
+	Type       string            `json:"type" jsonschema:"fact, belief, event, state, checkpoint, observation, goal, caveat, summary, or a custom word"`
 	Subject    string            `json:"subject,omitempty" jsonschema:"the triple's subject"`
 	Relation   string            `json:"relation,omitempty" jsonschema:"the triple's relation"`
 	Object     string            `json:"object,omitempty" jsonschema:"the triple's object"`
