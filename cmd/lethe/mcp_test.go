@@ -133,7 +133,7 @@ func TestMCPStdio(t *testing.T) {
 		t.Errorf("dry run: %+v", dry)
 	}
 	sweep := structured[lethemcp.ForgetOutput](t, callTool(t, cs, "forget", args{"dry_run": true}), false)
-	if sweep.Mode != "sweep" || sweep.Scanned != 2 {
+	if sweep.Mode != "sweep" || sweep.Scanned == nil || *sweep.Scanned != 2 || sweep.ToDrop == nil || *sweep.ToDrop != 0 {
 		t.Errorf("sweep dry run: %+v", sweep)
 	}
 	if _, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "forget_user", Arguments: args{"user_id": "u7"}}); err == nil {

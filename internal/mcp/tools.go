@@ -131,10 +131,12 @@ type ForgetOutput struct {
 	Hint      string          `json:"hint,omitempty"`
 	Protected []ProtectedItem `json:"protected,omitempty" jsonschema:"in a dry run, the grains a protection rule would keep"`
 	// Sweep mode.
-	Scanned              int      `json:"scanned,omitempty"`
-	ToDrop               int      `json:"to_drop,omitempty" jsonschema:"grains the sweep dropped (or would drop)"`
-	ToCompress           int      `json:"to_compress,omitempty" jsonschema:"grains the sweep compressed (or would compress)"`
-	Held                 int      `json:"held,omitempty" jsonschema:"grains at risk that a legal hold keeps"`
+	// Pointers, so that a sweep reports its zeros and a forget by target
+	// leaves these out.
+	Scanned              *int     `json:"scanned,omitempty" jsonschema:"grains the sweep scanned (not reported under a lock)"`
+	ToDrop               *int     `json:"to_drop,omitempty" jsonschema:"grains the sweep dropped (or would drop)"`
+	ToCompress           *int     `json:"to_compress,omitempty" jsonschema:"grains the sweep compressed (or would compress)"`
+	Held                 *int     `json:"held,omitempty" jsonschema:"grains at risk that a legal hold keeps"`
 	SampleHashesDrop     []string `json:"sample_hashes_to_drop,omitempty"`
 	SampleHashesCompress []string `json:"sample_hashes_to_compress,omitempty"`
 	Truncated            bool     `json:"truncated,omitempty"`
@@ -561,12 +563,13 @@ func (h *handlers) sweep(ctx context.Context, memory string, out *ForgetOutput) 
 	if err != nil {
 		return err
 	}
-	out.Scanned, out.ToDrop, out.ToCompress, out.Held, out.Truncated = res.Scanned, res.Dropped, res.Compressed, res.Held, res.Truncated
+	scanned, toDrop, toCompress, held := res.Scanned, res.Dropped, res.Compressed, res.Held
+	out.Truncated = res.Truncated
 	if res.Receipt != nil {
 		out.EventID, out.Pending = res.EventID, res.Pending
 	}
 	if h.locked() {
-		out.Scanned, out.ToDrop, out.ToCompress, out.Held = 0, 0, 0, 0
+		toDrop, toCompress, held = 0, 0, 0
 	}
 	for _, it := range res.Items {
 		if h.locked() {
@@ -576,11 +579,11 @@ func (h *handlers) sweep(ctx context.Context, memory string, out *ForgetOutput) 
 			}
 			switch it.Action {
 			case "drop":
-				out.ToDrop++
+				toDrop++
 			case "compress":
-				out.ToCompress++
+				toCompress++
 			case "held":
-				out.Held++
+				held++
 			}
 		}
 		switch {
@@ -589,6 +592,10 @@ func (h *handlers) sweep(ctx context.Context, memory string, out *ForgetOutput) 
 		case it.Action == "compress" && len(out.SampleHashesCompress) < sampleSize:
 			out.SampleHashesCompress = append(out.SampleHashesCompress, it.Hash)
 		}
+	}
+	out.ToDrop, out.ToCompress, out.Held = &toDrop, &toCompress, &held
+	if !h.locked() {
+		out.Scanned = &scanned
 	}
 	if h.locked() {
 		out.Preview = "the risk sweep's dry run over the whole memory, reduced to the grains inside this session's lock; " +
