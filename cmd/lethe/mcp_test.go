@@ -452,3 +452,78 @@ func TestMCPRemote(t *testing.T) {
 		t.Error("--policy with --server accepted")
 	}
 }
+
+// TestMCPTypeScriptClient drives "lethe mcp" with the TypeScript SDK's
+// client: an independent implementation, which validates every structured
+// result against its tool's output schema. It runs when
+// $LETHE_TEST_MCP_TS names a directory where
+// "npm install @modelcontextprotocol/sdk@1" ran.
+func TestMCPTypeScriptClient(t *testing.T) {
+	dir := os.Getenv("LETHE_TEST_MCP_TS")
+	if dir == "" {
+		t.Skip("set LETHE_TEST_MCP_TS to a directory holding npm's @modelcontextprotocol/sdk@1")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := exec.LookPath("lethe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile(filepath.Join("testdata", "mcp-ts", "check.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node resolves the SDK from the script's own directory.
+	path := filepath.Join(dir, "lethe-mcp-check.mjs")
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	cmd := exec.Command(node, path, bin, filepath.Join(t.TempDir(), "data"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, stderr.String())
+	}
+	type result struct {
+		IsError           bool                    `json:"isError"`
+		StructuredContent lethemcp.ForgetOutput   `json:"structuredContent"`
+		Content           []struct{ Text string } `json:"content"`
+	}
+	var out struct {
+		Tools     map[string]sdk.ToolAnnotations `json:"tools"`
+		Recall    lethemcp.RecallOutput          `json:"recall"`
+		Refused   result                         `json:"refused"`
+		DryRun    lethemcp.ForgetOutput          `json:"dryRun"`
+		Sweep     lethemcp.ForgetOutput          `json:"sweep"`
+		Bad       result                         `json:"bad"`
+		Forgotten lethemcp.ForgetOutput          `json:"forgotten"`
+		Resource  lethe.Grain                    `json:"resource"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if len(out.Tools) != 7 || !out.Tools["recall"].ReadOnlyHint || !out.Tools["history"].ReadOnlyHint ||
+		out.Tools["forget"].DestructiveHint == nil || !*out.Tools["forget"].DestructiveHint ||
+		out.Tools["add"].DestructiveHint == nil || *out.Tools["add"].DestructiveHint {
+		t.Errorf("tools as the TypeScript client sees them: %s", b)
+	}
+	if out.Recall.Count != 1 || out.Recall.Grains[0].Content != "is electric" {
+		t.Errorf("recall: %+v", out.Recall)
+	}
+	if r := out.Refused; !r.IsError || !r.StructuredContent.Preserved || r.StructuredContent.Reason == "" {
+		t.Errorf("forget a caveat: %+v", r)
+	}
+	if out.DryRun.Status != "would_forget" || out.DryRun.Count != 1 || out.Sweep.Mode != "sweep" || out.Sweep.Scanned == nil {
+		t.Errorf("dry runs: %+v %+v", out.DryRun, out.Sweep)
+	}
+	if !out.Bad.IsError || len(out.Bad.Content) != 1 || !strings.Contains(out.Bad.Content[0].Text, `"code":"invalid_argument"`) {
+		t.Errorf("bad input: %+v", out.Bad)
+	}
+	if out.Forgotten.Status != "forgotten" || out.Resource.Type != "caveat" {
+		t.Errorf("forget %+v, resource %+v", out.Forgotten, out.Resource)
+	}
+}
