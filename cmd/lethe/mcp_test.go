@@ -527,3 +527,20 @@ func TestMCPTypeScriptClient(t *testing.T) {
 		t.Errorf("forget %+v, resource %+v", out.Forgotten, out.Resource)
 	}
 }
+
+func TestServeConfigMCP(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lethe.yaml")
+	if err := os.WriteFile(path, []byte("mcp:\n  allow_erase: true\n  disable: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultServeConfig()
+	if err := loadServeConfig(path, &cfg); err != nil || !cfg.MCP.AllowErase || cfg.MCP.Disable {
+		t.Errorf("mcp section: %+v, %v", cfg.MCP, err)
+	}
+	if err := os.WriteFile(path, []byte("mcp:\n  allow_erasure: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := loadServeConfig(path, &cfg); err == nil {
+		t.Error("an unknown mcp key was accepted")
+	}
+}

@@ -147,7 +147,7 @@ type HandlerOptions struct {
 // outlives its request, so any replica answers any request), with one
 // server for cfg. Set cfg.Resolve so that each call acts for the token of
 // its own request.
-func NewHandler(cfg Config, opts *HandlerOptions) (http.Handler, error) {
+func NewHandler(cfg Config, opts *HandlerOptions) (*sdk.StreamableHTTPHandler, error) {
 	if opts == nil {
 		opts = &HandlerOptions{}
 	}
