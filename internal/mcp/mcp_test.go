@@ -369,6 +369,18 @@ func TestForgetProtection(t *testing.T) {
 	if e := failed(t, cs, "forget", m{"hash": plain}); e.Code != "not_found" {
 		t.Errorf("forget a forgotten hash: %+v", e)
 	}
+
+	// A legal hold applies: the library refuses, and the grain stays.
+	held := add(m{"type": "fact", "content": "evidence", "scope": "case/42"})
+	if _, err := db.SetHold(ctx, lethe.HoldSpec{Scope: "case"}); err != nil {
+		t.Fatal(err)
+	}
+	if e := failed(t, cs, "forget", m{"hash": held}); e.Code != "held" {
+		t.Errorf("forget a held grain: %+v", e)
+	}
+	if _, err := db.Get(ctx, "", held); err != nil {
+		t.Errorf("the held grain: %v", err)
+	}
 }
 
 func TestForgetSweep(t *testing.T) {
