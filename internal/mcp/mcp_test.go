@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -552,5 +554,100 @@ func TestEraseTools(t *testing.T) {
 	}
 	if _, err := db.Get(ctx, "", h); lethe.ErrorCode(err) == "" {
 		t.Error("the erased user's grain still reads")
+	}
+}
+
+// TestLockConfinement makes random calls through a locked session, with
+// small pools of namespaces, scopes and subjects so that they collide with
+// grains outside the lock, and checks after each call that nothing outside
+// the lock changed and that nothing outside it was shown.
+func TestLockConfinement(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	namespaces := []string{"agent1", "other"}
+	scopes := []string{"acme/prod", "acme/prod/bot", "acme/prodx", "acme/dev", "acme", ""}
+	subjects := []string{"x", "y"}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	pick := func(s []string) string { return s[rnd.IntN(len(s))] }
+	lock := &lethe.Grain{Namespace: "agent1", Scope: "acme/prod"}
+	inside := func(g *lethe.Grain) bool {
+		return g.Namespace == lock.Namespace && (g.Scope == lock.Scope || strings.HasPrefix(g.Scope, lock.Scope+"/"))
+	}
+	// Grains outside the lock, written directly, and what they must stay.
+	outside := map[string]lethe.Grain{}
+	for i := range 12 {
+		g := lethe.Grain{Type: "fact", Subject: pick(subjects), Content: fmt.Sprintf("outside %d", i),
+			Namespace: pick(namespaces), Scope: pick(scopes)}
+		if inside(&g) || (g.Namespace == "agent1" && g.Scope == "") {
+			continue
+		}
+		h, err := db.Add(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.Get(ctx, "", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outside[h] = *got
+	}
+	var hashes []string
+	for h := range outside {
+		hashes = append(hashes, h)
+	}
+	slices.Sort(hashes)
+	cs := connect(t, mcp.Config{Library: db, Eraser: db, LockNamespace: "agent1", LockScope: "acme/prod"})
+	var mine []string
+	anyHash := func() string {
+		if len(mine) > 0 && rnd.IntN(2) == 0 {
+			return mine[rnd.IntN(len(mine))]
+		}
+		return hashes[rnd.IntN(len(hashes))]
+	}
+	for step := range 150 {
+		var name string
+		var args m
+		switch rnd.IntN(8) {
+		case 0, 1:
+			name, args = "add", m{"type": "fact", "subject": pick(subjects), "content": fmt.Sprintf("step %d", step),
+				"namespace": pick(namespaces), "scope": pick(scopes)}
+		case 2:
+			name, args = "recall", m{"subject": pick(subjects), "namespace": pick(namespaces), "scope": pick(scopes), "include_superseded": true}
+		case 3:
+			name, args = "supersede", m{"hash": anyHash(), "type": "fact", "content": fmt.Sprintf("new %d", step), "scope": pick(scopes)}
+		case 4:
+			name, args = "history", m{"hash": anyHash()}
+		case 5:
+			name, args = "forget", m{"hash": anyHash(), "dry_run": rnd.IntN(2) == 0}
+		case 6:
+			name, args = "forget", m{"subject": pick(subjects)}
+		default:
+			name, args = "erase_scope", m{"scope": pick(scopes)}
+		}
+		res := call(t, cs, name, args)
+		if !res.IsError {
+			switch name {
+			case "add":
+				mine = append(mine, decode[mcp.AddOutput](t, res.StructuredContent).Hash)
+			case "supersede":
+				mine = append(mine, decode[mcp.SupersedeOutput](t, res.StructuredContent).Hash)
+			case "recall", "history":
+				for _, g := range decode[mcp.RecallOutput](t, res.StructuredContent).Grains {
+					if !inside(&g) {
+						t.Fatalf("step %d: %s %v showed a grain outside the lock: %+v", step, name, args, g)
+					}
+				}
+			}
+		}
+		for _, h := range hashes {
+			g, err := db.Get(ctx, "", h)
+			want := outside[h]
+			if err != nil || g.Content != want.Content || g.SupersededBy != want.SupersededBy || g.Archived != want.Archived {
+				t.Fatalf("step %d: %s %v changed a grain outside the lock: %+v, %v", step, name, args, g, err)
+			}
+		}
+	}
+	if len(mine) == 0 {
+		t.Fatal("no call succeeded: the test exercised nothing")
 	}
 }
