@@ -186,7 +186,8 @@ func (h *handlers) addTools(s *sdk.Server) {
 	sdk.AddTool(s, tool("recall", "Recall grains",
 		"Find grains by subject, relation, object, type, namespace, scope prefix, user and tags, one page at a time "+
 			"(newest first; with filters, ranked by relevance and retrieval decay). Superseded and archived grains only on request. "+
-			"Recall records the retrieval (count, time, salience) that the forgetting policies use.",
+			"Recall changes no grain, but records the retrieval (count, time, salience) that the forgetting policies use, "+
+			"and on a server that schedules policies it may start the archive ladder.",
 		true, false, true), h.recall)
 	sdk.AddTool(s, tool("supersede", "Supersede a grain",
 		"Write a new version of a grain. Fields left out carry forward; the old version stays in the history, hidden from default recall. "+
