@@ -290,6 +290,7 @@ func TestGrainTools(t *testing.T) {
 		{"forget", m{"hashes": []string{}}, "empty_selector"},
 		{"forget", m{"hash": h1, "subject": "alice"}, "invalid_argument"},
 		{"forget", m{"hashes": []string{"nothex"}}, "invalid_argument"},
+		{"forget", m{"hashes": make([]string, 10001), "dry_run": true}, "too_large"},
 	} {
 		if e := failed(t, cs, tc.tool, tc.args); e.Code != tc.code || (tc.code != "schema" && e.Message == "") {
 			t.Errorf("%s %v: %+v, want code %s", tc.tool, tc.args, e, tc.code)

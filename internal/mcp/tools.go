@@ -397,6 +397,9 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	if in.Hashes != nil && len(in.Hashes) == 0 {
 		return nil, nil, h.fail("forget", &lethe.Error{Code: grains.CodeEmptySelector, Field: "hashes", Message: "an empty list selects nothing"})
 	}
+	if len(in.Hashes) > maxSeeds {
+		return nil, nil, h.fail("forget", grains.FieldError(grains.CodeTooLarge, "hashes", "at most 10000 hashes"))
+	}
 
 	// The seeds: the hashes named, or those the caller can recall.
 	var seeds []string
