@@ -75,11 +75,13 @@ func newClient(server, tokenFile string) (*client, error) {
 	}
 	b, err := os.ReadFile(tokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("read token file: %w", err)
+		return nil, &lethe.Error{Code: "invalid_argument", Message: "cannot read the token file", Err: err,
+			Hint: "--token-file (or $LETHE_TOKEN_FILE) names a readable file holding the API token"}
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return nil, fmt.Errorf("token file %s is empty", tokenFile)
+		return nil, &lethe.Error{Code: "invalid_argument", Message: "the token file " + tokenFile + " is empty",
+			Hint: "--token-file (or $LETHE_TOKEN_FILE) names a readable file holding the API token"}
 	}
 	return &client{base: strings.TrimRight(u.String(), "/"), token: tok, hc: &http.Client{Timeout: 2 * time.Minute}}, nil
 }

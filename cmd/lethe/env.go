@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,21 +30,29 @@ type env struct {
 	db *lethe.DB
 }
 
-// flags returns a FlagSet for a subcommand with the global flags on it.
-func (e *env) flags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// newEnv returns an env with the global flags' defaults.
+func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 	data := os.Getenv("LETHE_DATA")
 	if data == "" {
 		data = "lethe-data"
 	}
-	fs.StringVar(&e.data, "data", data, "")
-	fs.StringVar(&e.postgres, "postgres", os.Getenv("LETHE_POSTGRES_DSN"), "")
-	fs.StringVar(&e.server, "server", os.Getenv("LETHE_SERVER"), "")
-	fs.StringVar(&e.tokenFile, "token-file", os.Getenv("LETHE_TOKEN_FILE"), "")
-	fs.StringVar(&e.memory, "memory", "default", "")
-	fs.BoolVar(&e.json, "json", false, "")
-	fs.BoolVar(&e.yes, "yes", false, "")
+	return &env{stdin: stdin, stdout: stdout, stderr: stderr, data: data,
+		postgres: os.Getenv("LETHE_POSTGRES_DSN"), server: os.Getenv("LETHE_SERVER"),
+		tokenFile: os.Getenv("LETHE_TOKEN_FILE"), memory: "default"}
+}
+
+// flags returns a FlagSet for a subcommand with the global flags on it
+// (see globalFlags in main.go).
+func (e *env) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&e.data, "data", e.data, "")
+	fs.StringVar(&e.postgres, "postgres", e.postgres, "")
+	fs.StringVar(&e.server, "server", e.server, "")
+	fs.StringVar(&e.tokenFile, "token-file", e.tokenFile, "")
+	fs.StringVar(&e.memory, "memory", e.memory, "")
+	fs.BoolVar(&e.json, "json", e.json, "")
+	fs.BoolVar(&e.yes, "yes", e.yes, "")
 	return fs
 }
 
@@ -53,6 +62,9 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, flag.ErrHelp // run prints the command's usage
+			}
 			return nil, usagef("%s: %v", fs.Name(), err)
 		}
 		rest := fs.Args()
@@ -106,8 +118,8 @@ func (e *env) needYes(what string) error {
 	if e.yes {
 		return nil
 	}
-	return &lethe.Error{Code: "invalid_argument", Message: what + " is destructive and needs --yes",
-		Hint: "check the selection with 'lethe recall' first, then repeat with --yes"}
+	return &usageError{msg: what + " is destructive and needs --yes",
+		hint: "check the selection with 'lethe recall' first, then repeat with --yes"}
 }
 
 // stringList is a repeatable flag.

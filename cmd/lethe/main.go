@@ -10,11 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/proofs"
 )
 
 func main() {
@@ -24,15 +27,23 @@ func main() {
 	os.Exit(report(err, os.Stderr))
 }
 
-// usageError is a mistake in the command line: exit status 2.
-type usageError struct{ msg string }
+// usageError is a mistake in the command line: exit status 2, code usage.
+type usageError struct{ msg, hint string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
-// report prints err as "lethe: ..." with hint lines and returns the exit
-// status: 0 for nil, 2 for usage errors, 1 otherwise.
+// Codes of errors the command line itself finds. The library's codes
+// (lethe.Code) cover the rest.
+const (
+	codeUsage        = "usage"         // a mistake in the command line (exit 2)
+	codeVerifyFailed = "verify_failed" // lethe verify: the proof does not verify
+	codeIO           = "io"            // a file could not be read or written
+)
+
+// report prints err as "lethe: ...", with hint lines and a "code:" line,
+// and returns the exit status: 0 for nil, 2 for usage errors, 1 otherwise.
 func report(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
@@ -43,15 +54,27 @@ func report(err error, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "lethe: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintln(stderr, "hint: run 'lethe help' for usage")
+		hint := ue.hint
+		if hint == "" {
+			hint = "run 'lethe help' for usage"
+		}
+		fmt.Fprintf(stderr, "hint: %s\ncode: %s\n", hint, codeUsage)
 		return 2
 	}
 	var le *lethe.Error
-	if errors.As(err, &le) {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &le):
 		if le.Hint != "" {
 			fmt.Fprintf(stderr, "hint: %s\n", le.Hint)
 		}
 		fmt.Fprintf(stderr, "code: %s\n", le.Code)
+	case proofs.FailedCheck(err) != "":
+		fmt.Fprintf(stderr, "check: %s\ncode: %s\n", proofs.FailedCheck(err), codeVerifyFailed)
+	case errors.As(err, &pe):
+		fmt.Fprintf(stderr, "code: %s\n", codeIO)
+	default:
+		fmt.Fprintf(stderr, "code: %s\n", lethe.ErrorCode(err))
 	}
 	return 1
 }
@@ -85,13 +108,31 @@ var commands = map[string]command{
 }
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := newEnv(stdin, stdout, stderr)
+	defer e.close()
+	// Global flags may come before the command: they are moved after its
+	// arguments (before a "--"), where its flag set parses them.
+	globals, args, err := leadingGlobals(args)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
+		if len(globals) > 0 {
+			return usagef("no command after the global flags")
+		}
 		fmt.Fprint(stderr, usage)
 		return usagef("no command")
 	}
 	name, rest := args[0], args[1:]
 	switch name {
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 {
+			if _, ok := commands[rest[0]]; ok {
+				fmt.Fprint(stdout, commandUsage(rest[0]))
+				return nil
+			}
+			return usagef("help: unknown command %q", rest[0])
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version", "--version":
@@ -102,9 +143,144 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if !ok {
 		return usagef("unknown command %q", name)
 	}
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
-	defer e.close()
-	return cmd(ctx, e, rest)
+	if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "-help" || rest[0] == "--help") {
+		// Before a command's own subcommand (lethe hold --help).
+		fmt.Fprint(stdout, commandUsage(name))
+		return nil
+	}
+	switch name {
+	case "verify", "policy":
+		// Offline commands: of the global flags only --json applies.
+		var keep []string
+		for _, g := range globals {
+			if n := flagName(g); n == "json" {
+				keep = append(keep, g)
+			}
+		}
+		globals = keep
+	}
+	if len(globals) > 0 {
+		if name == "policy" && len(rest) > 0 {
+			rest = append([]string{rest[0]}, insertFlags(rest[1:], globals)...)
+		} else {
+			rest = insertFlags(rest, globals)
+		}
+	}
+	err = cmd(ctx, e, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, commandUsage(name))
+		return nil
+	}
+	return err
+}
+
+// globalFlags are the flags every command takes; true for those that take
+// a value.
+var globalFlags = map[string]bool{
+	"data": true, "postgres": true, "server": true, "token-file": true, "memory": true,
+	"json": false, "yes": false,
+}
+
+// flagName returns the name of a "-name", "--name" or "--name=value"
+// argument.
+func flagName(a string) string {
+	n := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+	n, _, _ = strings.Cut(n, "=")
+	return n
+}
+
+// leadingGlobals splits the global flags that come before the command
+// (each with its value as one "--name=value" argument) from the rest.
+func leadingGlobals(args []string) (globals, rest []string, err error) {
+	for len(args) > 0 {
+		a := args[0]
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			break
+		}
+		name := flagName(a)
+		takesValue, ok := globalFlags[name]
+		switch {
+		case name == "h" || name == "help" || name == "version":
+			return globals, args, nil
+		case !ok:
+			return nil, nil, usagef("unknown global flag %q before the command", a)
+		case takesValue && !strings.Contains(a, "="):
+			if len(args) < 2 {
+				return nil, nil, usagef("flag needs an argument: %s", a)
+			}
+			globals = append(globals, "--"+name+"="+args[1])
+			args = args[2:]
+			continue
+		}
+		globals = append(globals, a)
+		args = args[1:]
+	}
+	return globals, args, nil
+}
+
+// insertFlags puts flags after args, or before a "--" that ends them.
+func insertFlags(args, flags []string) []string {
+	out := make([]string, 0, len(args)+len(flags))
+	for i, a := range args {
+		if a == "--" {
+			out = append(out, flags...)
+			return append(out, args[i:]...)
+		}
+		out = append(out, a)
+	}
+	return append(out, flags...)
+}
+
+// commandUsage is the usage of one command: its lines of the usage text,
+// the sections that concern it, and the global flags.
+func commandUsage(name string) string {
+	switch name {
+	case "serve":
+		return serveUsage
+	case "verify":
+		return verifyUsage
+	case "policy":
+		return policyUsage
+	}
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	in := false
+	lines := strings.Split(usage, "\n")
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "  lethe "):
+			f := strings.Fields(l)
+			in = len(f) > 1 && f[1] == name
+		case !strings.HasPrefix(l, "   "):
+			in = false
+		}
+		if in {
+			b.WriteString(l + "\n")
+		}
+	}
+	sections := map[string]string{
+		"add": "Fields", "supersede": "Fields", "recall": "Recall filters",
+		"purge": "Forgetting", "archive": "Forgetting", "risk": "Forgetting",
+	}
+	for _, sec := range []string{sections[name], "Global flags"} {
+		if sec == "" {
+			continue
+		}
+		in = false
+		for _, l := range lines {
+			switch {
+			case strings.HasPrefix(l, sec):
+				in = true
+				b.WriteString("\n")
+			case l == "":
+				in = false
+			}
+			if in {
+				b.WriteString(l + "\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 const version = "0.1.0-dev"
@@ -160,7 +336,7 @@ Forgetting (purge, archive, risk):
   --decay-per-day X --strength-days D      the linear and ebbinghaus curves (purge)
   --batch B         grains per transaction and audit event (purge, risk)
 
-Global flags (anywhere on the line):
+Global flags (before or after the command; --flag value or --flag=value):
   --data DIR        embedded store directory (default ./lethe-data, or $LETHE_DATA)
   --postgres DSN    use PostgreSQL instead of SQLite (or $LETHE_POSTGRES_DSN)
   --server URL      talk to a lethe server instead (or $LETHE_SERVER)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,17 @@ func TestScripts(t *testing.T) {
 					ts.Fatalf("usage: stash NAME")
 				}
 				ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
+			},
+			// busyport NAME holds a TCP port for the rest of the script and
+			// sets $NAME to its address.
+			"busyport": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: busyport NAME")
+				}
+				ln, err := net.Listen("tcp", "127.0.0.1:0")
+				ts.Check(err)
+				ts.Defer(func() { ln.Close() })
+				ts.Setenv(args[0], ln.Addr().String())
 			},
 		},
 	})

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/forgetting"
 )
 
@@ -109,7 +110,8 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("policy check: %d of %d files invalid", bad, len(files))
+		return &lethe.Error{Code: "invalid_argument", Message: fmt.Sprintf("policy check: %d of %d files invalid", bad, len(files)),
+			Hint: "each problem is printed above as FILE:LINE: KEY: PROBLEM"}
 	}
 	return nil
 }

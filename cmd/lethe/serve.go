@@ -183,6 +183,14 @@ func cmdServe(ctx context.Context, e *env, args []string) error {
 // stop accepting, finish in-flight requests (bounded), close the store
 // (which drains the audit outbox).
 func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.Logger) error {
+	// Listen first: a busy port fails before anything is opened or written
+	// (no store, no generated admin token).
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return &lethe.Error{Code: "unavailable", Message: "cannot listen on " + cfg.Addr, Err: err,
+			Hint: "another process may hold the port: pick another with --addr HOST:PORT (port 0 picks a free one)"}
+	}
+	defer ln.Close()
 	lcfg := lethe.Config{
 		DataDir: cfg.Data, PostgresDSN: cfg.Postgres, Logger: logger,
 		AuditKeyFile: cfg.Audit.KeyFile, AuditOrigin: cfg.Audit.Origin,
@@ -237,10 +245,6 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 		IdleTimeout:       time.Duration(cfg.IdleTimeout),
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          log.New(slogWriter{logger}, "", 0),
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
 	}
 	bound := ln.Addr().String()
 	logger.Info("listening", slog.String("addr", bound), slog.Bool("postgres", cfg.Postgres != ""))
@@ -303,6 +307,12 @@ func bootstrapAdmin(ctx context.Context, tokens *auth.Store, cfg serveConfig, lo
 	t, err := tokens.Bootstrap(ctx, secret)
 	if err != nil {
 		return err
+	}
+	if t.RevokedAt != nil {
+		// Revoked through the API: it stays revoked until its secret changes.
+		logger.Warn("the bootstrap admin token is revoked; give it a new secret to use it again",
+			slog.String("token", t.ID), slog.String("source", source), slog.Time("revoked_at", *t.RevokedAt))
+		return nil
 	}
 	logger.Info("admin token ready", slog.String("token", t.ID), slog.String("source", source))
 	return nil

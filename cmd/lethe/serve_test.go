@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/auth"
 	"github.com/lethe-io/lethe/internal/testenv"
 )
 
@@ -251,4 +253,52 @@ func regexpFind(t *testing.T, pattern, s string) string {
 		t.Fatalf("%q not in %q", pattern, s)
 	}
 	return m[1]
+}
+
+// TestBootstrapRevokedStaysRevoked: a revoked bootstrap admin token stays
+// revoked when the server starts again with the same secret, and the start
+// says so; a new secret makes it live.
+func TestBootstrapRevokedStaysRevoked(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tokens, err := auth.Open(ctx, auth.Config{SQLitePath: filepath.Join(dir, "lethe.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tokens.Close()
+	cfg := defaultServeConfig()
+	cfg.Data = dir
+	var logs lockedBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	if err := bootstrapAdmin(ctx, tokens, cfg, logger); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tokens.Revoke(ctx, auth.BootstrapID); err != nil {
+		t.Fatal(err)
+	}
+	// A restart: the same admin.token.
+	if err := bootstrapAdmin(ctx, tokens, cfg, logger); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokens.Lookup(ctx, strings.TrimSpace(string(secret))); err == nil {
+		t.Error("the revoked bootstrap token works again after a restart")
+	}
+	if !strings.Contains(logs.String(), "the bootstrap admin token is revoked") {
+		t.Errorf("the start does not say the bootstrap token is revoked:\n%s", logs.String())
+	}
+	// A new secret makes it live.
+	if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte(auth.NewSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := bootstrapAdmin(ctx, tokens, cfg, logger); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if _, err := tokens.Lookup(ctx, strings.TrimSpace(string(b))); err != nil {
+		t.Errorf("a new bootstrap secret: %v", err)
+	}
 }

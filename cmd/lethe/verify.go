@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/proofs"
 )
 
@@ -93,13 +94,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("verify: %w (see 'lethe verify --help')", err)
+		return usagef("verify: %v (see 'lethe verify --help')", err)
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("verify: want exactly one PROOF file, got %d (see 'lethe verify --help')", len(pos))
+		return usagef("verify: want exactly one PROOF file, got %d (see 'lethe verify --help')", len(pos))
 	}
 	if *logKey == "" {
-		return errors.New("verify: --log-key is required (the log's verifier key, as 'lethe audit key' prints it)")
+		return usagef("verify: --log-key is required (the log's verifier key, as 'lethe audit key' prints it)")
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -110,7 +111,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *subject != "" && *subjectFile != "" {
-		return errors.New("verify: give --subject or --subject-file, not both")
+		return usagef("verify: give --subject or --subject-file, not both")
 	}
 	opts.Subject = *subject
 	if *subjectFile != "" {
@@ -123,12 +124,12 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *nonceHex != "" {
 		n, err := hex.DecodeString(strings.TrimSpace(*nonceHex))
 		if err != nil || len(n) != proofs.NonceSize {
-			return fmt.Errorf("verify: --nonce must be %d bytes in hex (%d hex digits)", proofs.NonceSize, 2*proofs.NonceSize)
+			return usagef("verify: --nonce must be %d bytes in hex (%d hex digits)", proofs.NonceSize, 2*proofs.NonceSize)
 		}
 		opts.Nonce = n
 	}
 	if (opts.Subject == "") != (opts.Nonce == nil) {
-		return errors.New("verify: give both --subject (or --subject-file) and --nonce, or neither")
+		return usagef("verify: give both --subject (or --subject-file) and --nonce, or neither")
 	}
 	if *pinnedFile != "" {
 		if opts.Pinned, err = readVerifyInput(*pinnedFile); err != nil {
@@ -136,7 +137,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if *consistFile != "" && *pinnedFile == "" {
-		return errors.New("verify: --consistency needs --checkpoint, the pinned checkpoint it starts from")
+		return usagef("verify: --consistency needs --checkpoint, the pinned checkpoint it starts from")
 	}
 
 	raw, err := readVerifyInput(pos[0])
@@ -200,14 +201,14 @@ func readVerifyLogKey(s string) (string, error) {
 	}
 	b, err := readVerifyInput(s)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("verify: --log-key %q is neither a verifier key (name+hash+key) nor a file", s)
+		return "", usagef("verify: --log-key %q is neither a verifier key (name+hash+key) nor a file", s)
 	}
 	if err != nil {
 		return "", fmt.Errorf("verify: log key: %w", err)
 	}
 	key := strings.TrimSpace(string(b))
 	if _, err := note.NewVerifier(key); err != nil {
-		return "", fmt.Errorf("verify: log key file %s does not hold a verifier key: %w", s, err)
+		return "", usagef("verify: log key file %s does not hold a verifier key: %v", s, err)
 	}
 	return key, nil
 }
@@ -224,7 +225,7 @@ func readVerifyInput(name string) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > maxVerifyInput {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxVerifyInput)
+		return nil, &lethe.Error{Code: "too_large", Message: fmt.Sprintf("%s is larger than %d bytes", name, maxVerifyInput)}
 	}
 	return b, nil
 }

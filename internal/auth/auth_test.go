@@ -152,6 +152,24 @@ func testStore(t *testing.T, cfg Config) {
 	if _, err := s.Lookup(ctx, second); err != nil {
 		t.Error(err)
 	}
+	// A revoked bootstrap token stays revoked across restarts (a new
+	// Bootstrap with the same secret) until its secret changes.
+	if err := s.Revoke(ctx, BootstrapID); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Bootstrap(ctx, second); err != nil || b.RevokedAt == nil {
+		t.Fatalf("bootstrap of a revoked secret: %+v %v, want the token, revoked", b, err)
+	}
+	if _, err := s.Lookup(ctx, second); !errors.Is(err, ErrUnknown) {
+		t.Errorf("a revoked bootstrap secret works again after Bootstrap: %v", err)
+	}
+	third := "bootstrap-secret-three-9012"
+	if b, err := s.Bootstrap(ctx, third); err != nil || b.RevokedAt != nil {
+		t.Fatalf("bootstrap with a new secret: %+v %v", b, err)
+	}
+	if _, err := s.Lookup(ctx, third); err != nil {
+		t.Error(err)
+	}
 	list, err := s.List(ctx)
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list: %d %v", len(list), err)

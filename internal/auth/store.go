@@ -154,7 +154,9 @@ func (s *Store) Create(ctx context.Context, spec Spec) (string, *Token, error) {
 }
 
 // Bootstrap makes secret the admin token BootstrapID (for every memory),
-// replacing the secret it had before.
+// replacing the secret it had before. A revoked bootstrap token stays
+// revoked while its secret is unchanged: the returned token then has
+// RevokedAt set, and only a new secret makes it live again.
 func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 	if err := checkSecret(secret); err != nil {
 		return nil, err
@@ -169,7 +171,7 @@ func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 			return tx.Create(row).Error
 		case err != nil:
 			return err
-		case cur.Hash == row.Hash && cur.RevokedUS == 0:
+		case cur.Hash == row.Hash:
 			*row = cur
 			return nil
 		}
