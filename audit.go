@@ -1,6 +1,7 @@
 package lethe
 
 import (
+	"math"
 	"context"
 	"errors"
 	"fmt"
@@ -277,6 +278,8 @@ func (db *DB) checkpointAt(ctx context.Context, size uint64) (*audit.SignedCheck
 		if err == nil && row == nil {
 			err = grains.Errorf(grains.CodeNotFound, "the audit log is empty")
 		}
+	} else if size > math.MaxInt64 {
+		err = grains.FieldError(grains.CodeInvalidArgument, "size", "must be at most 2^63-1")
 	} else {
 		row, err = db.store.CheckpointAt(ctx, int64(size))
 	}

@@ -39,6 +39,9 @@ func (db *DB) ForgetUser(ctx context.Context, memory, userID string) (*Erasure, 
 	if strings.TrimSpace(userID) == "" {
 		return nil, &grains.Error{Code: grains.CodeEmptySelector, Field: "user_id", Message: "name the user to erase"}
 	}
+	if err := grains.ValidateUserID(userID); err != nil {
+		return nil, err
+	}
 	ref, err := db.ring.UserRef(ctx, memory, userID)
 	if errors.Is(err, keys.ErrNoKey) {
 		return nil, grains.Errorf(grains.CodeNotFound, "nothing to erase: memory %s holds no keys", memory)
@@ -57,12 +60,12 @@ func (db *DB) EraseScope(ctx context.Context, memory, path string) (*Erasure, er
 	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
-	path = strings.Trim(path, "/")
-	if path == "" {
+	if strings.Trim(path, "/") == "" {
 		return nil, &grains.Error{Code: grains.CodeEmptySelector, Field: "scope", Message: "name the scope to erase",
 			Hint: "an empty scope never means everything; to erase a whole memory use EraseMemory"}
 	}
-	if err := grains.ValidateScope(path); err != nil {
+	// A malformed path is refused, never normalised: "/acme//" is not acme.
+	if path, err = grains.CleanScope(path); err != nil {
 		return nil, err
 	}
 	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindScope, Name: path}, path)
@@ -179,17 +182,20 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 	if spec.Memory, err = memoryName(spec.Memory); err != nil {
 		return nil, err
 	}
-	spec.Scope = strings.Trim(spec.Scope, "/")
 	if (spec.Scope == "") == (spec.UserID == "") {
 		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Message: "a hold names exactly one of a scope or a user"}
 	}
 	row := store.HoldRow{ID: store.NewHoldID(), Memory: spec.Memory, CreatedUS: db.now().UnixMicro()}
 	if spec.Scope != "" {
-		if err := grains.ValidateScope(spec.Scope); err != nil {
+		// A malformed path is refused, never normalised.
+		if spec.Scope, err = grains.CleanScope(spec.Scope); err != nil {
 			return nil, err
 		}
 		row.Kind, row.Scope = "scope", spec.Scope
 	} else {
+		if err := grains.ValidateUserID(spec.UserID); err != nil {
+			return nil, err
+		}
 		if _, err := db.ring.WriteChain(ctx, spec.Memory, "", ""); err != nil { // the memory key, for the user ref
 			return nil, err
 		}

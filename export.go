@@ -39,6 +39,9 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 	if strings.TrimSpace(userID) == "" {
 		return nil, &grains.Error{Code: grains.CodeEmptySelector, Field: "user_id", Message: "name the user to export"}
 	}
+	if err := grains.ValidateUserID(userID); err != nil {
+		return nil, err
+	}
 	rcpt, err := age.ParseX25519Recipient(strings.TrimSpace(recipient))
 	if err != nil {
 		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "recipient", Message: "not an age X25519 recipient",

@@ -397,6 +397,9 @@ func (db *DB) decayPolicy(opts *PurgeOptions) (*forgetting.Policy, error) {
 	if opts.MinAgeDays != nil {
 		d.MinAgeDays = *opts.MinAgeDays
 	}
+	if opts.Batch > grains.MaxBatch {
+		return nil, grains.FieldError(grains.CodeTooLarge, "batch", "at most 10000")
+	}
 	if opts.Batch != 0 {
 		d.Batch = opts.Batch
 	}

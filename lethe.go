@@ -547,6 +547,9 @@ type Page struct {
 // retrieval of what it returns (last_retrieved_at, retrieval_count, a
 // salience bump) in the background, without delaying the answer.
 func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
+	if len(q.Tags) > grains.MaxTags { // bounded as given, before duplicates go
+		return nil, grains.FieldError(grains.CodeTooLarge, "tags", "at most 64 tags")
+	}
 	q.Normalize()
 	if err := q.Validate(); err != nil {
 		return nil, err

@@ -94,7 +94,7 @@ func newFixture(tb testing.TB, kind backendKind, mutate func(*api.Config)) *fixt
 	if mutate != nil {
 		mutate(&acfg)
 	}
-	srv := httptest.NewServer(api.New(acfg))
+	srv := httptest.NewServer(withContract(tb, api.New(acfg)))
 	tb.Cleanup(func() {
 		srv.Close()
 		tokens.Close()
@@ -494,15 +494,28 @@ func testScopes(f *fixture) {
 		f.t.Errorf("admin recall: %d grains", len(page.Grains))
 	}
 
-	// Get and history: the grain's scope.
+	// Get and history: the grain's scope. A grain outside the token's
+	// scopes answers exactly as a hash that names no grain (issue 15): the
+	// token cannot tell them apart.
+	missing := strings.Repeat("0", 64)
+	same := func(method, path string, body func(h string) any, h string) {
+		f.t.Helper()
+		a := f.call(scoped, method, base+strings.ReplaceAll(path, "HASH", h), body(h))
+		m := f.call(scoped, method, base+strings.ReplaceAll(path, "HASH", missing), body(missing))
+		f.want(a, 404, "not_found")
+		if got, want := strings.ReplaceAll(string(a.body), h, missing), string(m.body); a.status != m.status || got != want {
+			f.t.Errorf("%s %s: out of scope %d %s, missing %d %s: want the same answer", method, path, a.status, got, m.status, want)
+		}
+	}
+	none := func(string) any { return nil }
 	f.want(f.call(scoped, "GET", base+"/grains/"+in, nil), 200, "")
-	f.want(f.call(scoped, "GET", base+"/grains/"+out, nil), 403, "forbidden")
-	f.want(f.call(scoped, "GET", base+"/grains/"+root, nil), 403, "forbidden")
+	same("GET", "/grains/HASH", none, out)
+	same("GET", "/grains/HASH", none, root)
 	f.want(f.call(scoped, "GET", base+"/grains/"+in+"/history", nil), 200, "")
-	f.want(f.call(scoped, "GET", base+"/grains/"+out+"/history", nil), 403, "forbidden")
+	same("GET", "/grains/HASH/history", none, out)
 
 	// Supersede: the old version and the new scope.
-	f.want(f.call(scoped, "POST", base+"/supersede", map[string]any{"blob_hash": out, "type": "fact", "object": "x"}), 403, "forbidden")
+	same("POST", "/supersede", func(h string) any { return map[string]any{"blob_hash": h, "type": "fact", "object": "x"} }, out)
 	f.want(f.call(scoped, "POST", base+"/supersede", map[string]any{"blob_hash": mine, "type": "fact", "scope": "acme/dev"}), 403, "forbidden")
 	a = f.call(scoped, "POST", base+"/supersede", map[string]any{"blob_hash": mine, "type": "fact", "object": "new"})
 	f.want(a, 201, "")
@@ -510,12 +523,34 @@ func testScopes(f *fixture) {
 	// Forget: by hash, within scope only.
 	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"subject": alice}), 403, "forbidden")
 	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"user_id": userU1}), 403, "forbidden")
-	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"blob_hash": out}), 403, "forbidden")
-	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"hashes": []string{in, out}}), 403, "forbidden")
+	same("POST", "/forget", func(h string) any { return map[string]any{"blob_hash": h} }, out)
+	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"hashes": []string{in, out}}), 404, "not_found")
 	f.want(f.call(admin, "GET", base+"/grains/"+out, nil), 200, "")
 	a = f.call(scoped, "POST", base+"/forget", map[string]any{"blob_hash": in})
 	f.want(a, 200, "")
 	f.want(f.call(admin, "GET", base+"/grains/"+in, nil), 404, "not_found")
+}
+
+func tagList(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"t%d"`, i)
+	}
+	return b.String()
+}
+
+func hashList(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"%064x"`, i)
+	}
+	return b.String()
 }
 
 func testBadInput(f *fixture) {
@@ -585,6 +620,38 @@ func testBadInput(f *fixture) {
 		{"get bad hash", "GET", "/grains/not-a-hash", "", "", 400, "invalid_argument", "hash"},
 		{"get upper hash", "GET", "/grains/" + strings.Repeat("A", 64), "", "", 400, "invalid_argument", "hash"},
 		{"history bad hash", "GET", "/grains/zz/history", "", "", 400, "invalid_argument", "hash"},
+		// Issue 15: every list bounded, every identifier validated, and what
+		// encoding/json would silently repair refused.
+		{"recall 65 tags", "POST", "/recall", "", `{"tags":[` + strings.TrimSuffix(strings.Repeat(`"t",`, 65), ",") + `]}`, 400, "too_large", "tags"},
+		{"recall 10000 tags", "POST", "/recall", "", `{"tags":[` + tagList(10000) + `]}`, 400, "too_large", "tags"},
+		{"recall overlong tag", "POST", "/recall", "", `{"tags":["` + strings.Repeat("t", 129) + `"]}`, 400, "too_large", "tags"},
+		{"recall NUL namespace", "POST", "/recall", "", `{"namespace":"a\u0000b"}`, 400, "invalid_argument", "namespace"},
+		{"recall NUL user", "POST", "/recall", "", `{"user_id":"a\u0000b"}`, 400, "invalid_argument", "user_id"},
+		{"recall overlong user", "POST", "/recall", "", `{"user_id":"` + strings.Repeat("u", 257) + `"}`, 400, "too_large", "user_id"},
+		{"recall overlong cursor", "POST", "/recall", "", `{"cursor":"` + strings.Repeat("1", 513) + `"}`, 400, "too_large", "cursor"},
+		{"forget NUL user", "POST", "/forget", "", `{"user_id":"u\u0000"}`, 400, "invalid_argument", "user_id"},
+		{"forget 100 kB user", "POST", "/forget", "", `{"user_id":"` + strings.Repeat("u", 100000) + `"}`, 400, "too_large", "user_id"},
+		{"forget 100 kB subject", "POST", "/forget", "", `{"subject":"` + strings.Repeat("s", 100000) + `"}`, 400, "too_large", "subject"},
+		{"forget 10001 hashes", "POST", "/forget", "", `{"hashes":[` + hashList(10001) + `]}`, 400, "too_large", "hashes"},
+		{"forget-user NUL", "POST", "/forget-user", "", `{"user_id":"u\u0000"}`, 400, "invalid_argument", "user_id"},
+		{"forget-user 100 kB", "POST", "/forget-user", "", `{"user_id":"` + strings.Repeat("u", 100000) + `"}`, 400, "too_large", "user_id"},
+		{"hold NUL user", "POST", "/holds", "", `{"user_id":"u\u0000"}`, 400, "invalid_argument", "user_id"},
+		{"hold 100 kB user", "POST", "/holds", "", `{"user_id":"` + strings.Repeat("u", 100000) + `"}`, 400, "too_large", "user_id"},
+		{"hold malformed scope", "POST", "/holds", "", `{"scope":"/acme//"}`, 400, "invalid_scope", "scope"},
+		{"hold NUL scope", "POST", "/holds", "", `{"scope":"acme\u0000"}`, 400, "invalid_scope", "scope"},
+		{"erase malformed scope", "POST", "/scope-erase", "", `{"scope":"/acme//"}`, 400, "invalid_scope", "scope"},
+		{"erase double slash", "POST", "/scope-erase", "", `{"scope":"acme//prod"}`, 400, "invalid_scope", "scope"},
+		{"export NUL user", "POST", "/export", "", `{"user_id":"u\u0000","recipient":"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}`, 400, "invalid_argument", "user_id"},
+		{"invalid UTF-8", "POST", "/grains", "", "{\"type\":\"fact\",\"subject\":\"x\",\"user_id\":\"u\xc3\"}", 400, "invalid_argument", ""},
+		{"lone surrogate", "POST", "/grains", "", `{"type":"fact","subject":"x","user_id":"u\ud800"}`, 400, "invalid_argument", ""},
+		{"lone low surrogate", "POST", "/recall", "", `{"user_id":"u\udc00x"}`, 400, "invalid_argument", ""},
+		{"duplicate key", "POST", "/grains", "", `{"type":"fact","subject":"a","subject":"b"}`, 400, "invalid_argument", "subject"},
+		{"keys differing in case", "POST", "/grains", "", `{"type":"fact","subject":"a","Subject":"b"}`, 400, "invalid_argument", "Subject"},
+		{"upper-case key", "POST", "/recall", "", `{"Subject":"a"}`, 400, "invalid_argument", "Subject"},
+		{"folded key", "POST", "/recall", "", `{"\u017fubject":"a"}`, 400, "invalid_argument", ""},
+		{"duplicate key in batch", "POST", "/grains", "", `{"grains":[{"type":"fact","subject":"a","type":"x"}]}`, 400, "invalid_argument", "type"},
+		{"duplicate metadata key", "POST", "/grains", "", `{"type":"fact","subject":"a","metadata":{"k":"1","k":"2"}}`, 400, "invalid_argument", "k"},
+		{"purge batch over 10000", "POST", "/purge/stale", "", `{"batch":10001,"dry_run":true}`, 400, "too_large", "batch"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}
@@ -625,6 +692,19 @@ func testBadInput(f *fixture) {
 	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["root"],"memories":["*"]}`), 400, "invalid_argument")
 	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":[]}`), 400, "invalid_argument")
 	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["*"],"scopes":["a//b"]}`), 400, "invalid_scope")
+	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["*"],"scopes":[]}`), 400, "invalid_scope")
+	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["*"],"scopes":["/acme//"]}`), 400, "invalid_scope")
+	// Metadata keys are data: case differences are distinct keys there.
+	f.want(f.call(w, "POST", base+"/grains", `{"type":"fact","subject":"meta-case","metadata":{"Env":"a","env":"b"}}`), 201, "")
+	// Sizes and indexes past 2^63-1: a clear 400 naming the parameter.
+	for _, q := range []string{"index=0&size=18446744073709551615", "index=18446744073709551615", "index=9223372036854775808"} {
+		a := f.call(w, "GET", "/api/audit/proof?"+q, nil)
+		f.want(a, 400, "invalid_argument")
+		if !strings.Contains(string(a.body), "2^63-1") || strings.Contains(string(a.body), "-1\"") {
+			f.t.Errorf("proof?%s: %s", q, a.body)
+		}
+	}
+	f.want(f.call(w, "GET", "/api/audit/entries/18446744073709551615", nil), 400, "invalid_argument")
 }
 
 func testTokens(f *fixture) {
@@ -761,8 +841,8 @@ func (panicky) Recall(context.Context, lethe.Query) (*lethe.Page, error) {
 
 func TestPanicIsJSON500(t *testing.T) {
 	f := newFixture(t, sqliteBackend, nil)
-	srv := httptest.NewServer(api.New(api.Config{Library: panicky{f.db}, Tokens: f.tokens,
-		Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}))
+	srv := httptest.NewServer(withContract(t, api.New(api.Config{Library: panicky{f.db}, Tokens: f.tokens,
+		Logger: slog.New(slog.NewJSONHandler(f.logs, nil))})))
 	defer srv.Close()
 	f.srv = srv
 	a := f.call(f.token("reader", []string{"*"}), "POST", "/api/memories/default/recall", api.RecallRequest{})
@@ -831,9 +911,7 @@ func testErasure(f *fixture) {
 		f.t.Errorf("forget-user proof: %v", err)
 	}
 	for _, h := range []string{u1, u1b} {
-		if a := f.call(admin, "GET", base+"/grains/"+h, nil); a.status != 404 && a.status != 410 {
-			f.t.Errorf("erased grain: %d %s", a.status, a.body)
-		}
+		f.want(f.call(admin, "GET", base+"/grains/"+h, nil), 404, "not_found")
 	}
 	f.want(f.call(admin, "GET", base+"/grains/"+other, nil), 200, "")
 	f.want(f.call(admin, "POST", "/api/memories/er-none/forget-user", map[string]any{"user_id": userU1}), 404, "not_found")

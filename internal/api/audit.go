@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 
@@ -46,9 +47,10 @@ func (s *Server) auditCheckpoint(c *gin.Context) {
 }
 
 func uintParam(field, v string) (uint64, error) {
+	// Indexes and sizes are stored as signed 64-bit integers.
 	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return 0, grains.FieldError(grains.CodeInvalidArgument, field, "must be a non-negative integer")
+	if err != nil || n > math.MaxInt64 {
+		return 0, grains.FieldError(grains.CodeInvalidArgument, field, "must be an integer in [0, 2^63-1]")
 	}
 	return n, nil
 }

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -47,8 +49,12 @@ func tooLarge(limit int64) error {
 }
 
 // decodeStrict decodes one JSON value into v: unknown fields, wrong types
-// and trailing data are errors. The errors name fields, never values.
+// and trailing data are errors, and so is what encoding/json would
+// silently repair (see checkJSON). The errors name fields, never values.
 func decodeStrict(b []byte, v any) error {
+	if err := checkJSON(b); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -67,6 +73,153 @@ func decode(c *gin.Context, limit int64, v any) ([]byte, error) {
 		return nil, err
 	}
 	return b, decodeStrict(b, v)
+}
+
+// checkJSON refuses what encoding/json accepts by changing it, before it
+// does:
+//
+//   - invalid UTF-8 in the body, and \u escapes that are not UTF-16 (a lone
+//     surrogate), which it replaces with U+FFFD (user ids "u\xc3" and
+//     "u\xc4" would become one user);
+//   - a key twice in one object, where the last would win;
+//   - outside metadata, a key that is not lowercase ASCII: field names
+//     are, and encoding/json matches them case-insensitively ("Subject"
+//     would set subject, and {"subject":"a","Subject":"b"} store "b").
+//
+// It runs before decoding; syntax errors are left to the decoder.
+func checkJSON(b []byte) error {
+	if !utf8.Valid(b) {
+		return grains.Errorf(grains.CodeInvalidArgument, "the body is not valid UTF-8")
+	}
+	if err := checkEscapes(b); err != nil {
+		return err
+	}
+	type frame struct {
+		obj, meta bool
+		keys      map[string]struct{}
+		key       bool // an object expecting a key
+	}
+	var stack []*frame
+	lastKey := ""
+	done := func() { // a value ended
+		if n := len(stack); n > 0 && stack[n-1].obj {
+			stack[n-1].key = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder reports
+		}
+		var top *frame
+		if n := len(stack); n > 0 {
+			top = stack[n-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				f := &frame{obj: t == '{', key: t == '{'}
+				if f.obj {
+					f.keys = map[string]struct{}{}
+					f.meta = top != nil && top.obj && !top.meta && lastKey == "metadata"
+				}
+				stack = append(stack, f)
+			default:
+				stack = stack[:len(stack)-1]
+				done()
+			}
+		case string:
+			if top != nil && top.obj && top.key {
+				if _, dup := top.keys[t]; dup {
+					return keyError(t, "repeated key")
+				}
+				if len(top.keys) < 1<<16 {
+					top.keys[t] = struct{}{}
+				}
+				if !top.meta && !lowerASCII(t) {
+					return keyError(t, "unknown field (field names are lowercase)")
+				}
+				top.key, lastKey = false, t
+				continue
+			}
+			done()
+		default:
+			done()
+		}
+	}
+}
+
+func keyError(key, msg string) error {
+	if fieldName.MatchString(key) {
+		return grains.FieldError(grains.CodeInvalidArgument, key, msg)
+	}
+	return grains.Errorf(grains.CodeInvalidArgument, "%s", msg)
+}
+
+func lowerASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x80 || ('A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkEscapes refuses \u escapes that do not encode a Unicode scalar
+// value: a high surrogate not followed by a low one, or a lone low one.
+func checkEscapes(b []byte) error {
+	bad := grains.Errorf(grains.CodeInvalidArgument, "a string holds a \\u escape that is not valid UTF-16 (a lone surrogate)")
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if b[i+1] != 'u' {
+			i++ // an escaped character, possibly a backslash
+			continue
+		}
+		r, ok := hex4(b[i+2:])
+		if !ok {
+			return nil // a syntax error the decoder reports
+		}
+		i += 5
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00: // high: a low must follow
+			if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+				return bad
+			}
+			r2, ok := hex4(b[i+3:])
+			if !ok || r2 < 0xdc00 || r2 > 0xdfff {
+				return bad
+			}
+			i += 6
+		case utf16.IsSurrogate(r):
+			return bad
+		}
+	}
+	return nil
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 var fieldName = regexp.MustCompile(`^[A-Za-z0-9_.\[\]-]{1,64}$`)

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // Codes the API adds to lethe's domain codes. Like those, they are stable.
@@ -34,8 +35,8 @@ var statuses = map[lethe.Code]int{
 	"not_found":              http.StatusNotFound,
 	"already_superseded":     http.StatusConflict,
 	"conflict":               http.StatusConflict,
-	"erased":                 http.StatusGone,
-	"held":                   http.StatusLocked, // 423: a legal hold locks the data against destruction
+	"erased":                 http.StatusNotFound, // answered as not_found: see response
+	"held":                   http.StatusLocked,   // 423: a legal hold locks the data against destruction
 	"protected":              http.StatusConflict,
 	"unavailable":            http.StatusServiceUnavailable,
 	"pending":                http.StatusAccepted, // committed and audited; no signed checkpoint covers it yet
@@ -69,6 +70,11 @@ func response(err error) (int, ErrorResponse) {
 	code := lethe.ErrorCode(err)
 	if errors.Is(err, context.DeadlineExceeded) {
 		code = CodeDeadlineExceeded
+	}
+	if code == grains.CodeErased {
+		// A grain whose key was destroyed is gone: the API says so as it
+		// says it of a grain that never was, so an erasure leaves no trace.
+		return http.StatusNotFound, ErrorResponse{Code: string(grains.CodeNotFound), Message: "no such grain"}
 	}
 	status := Status(code)
 	if code == CodeDeadlineExceeded {

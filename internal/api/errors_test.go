@@ -18,7 +18,7 @@ func TestStatusTable(t *testing.T) {
 		{grains.CodeInvalidArgument, 400}, {grains.CodeEmptyGrain, 400}, {grains.CodeTooLarge, 400},
 		{grains.CodeInvalidScope, 400}, {grains.CodeInvalidMemory, 400}, {grains.CodeEmptySelector, 400},
 		{grains.CodeNotFound, 404}, {grains.CodeAlreadySuperseded, 409}, {grains.CodeConflict, 409},
-		{grains.CodeErased, 410}, {grains.CodeHeld, 423}, {grains.CodeProtected, 409},
+		{grains.CodeErased, 404}, {grains.CodeHeld, 423}, {grains.CodeProtected, 409},
 		{grains.CodeUnavailable, 503}, {grains.CodePending, 202}, {grains.CodeInternal, 500},
 		{CodeUnauthorized, 401}, {CodeForbidden, 403}, {CodePayloadTooLarge, 413},
 		{CodeUnsupportedMediaType, 415}, {CodeMethodNotAllowed, 405}, {CodeRouteNotFound, 404},

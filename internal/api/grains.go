@@ -16,6 +16,13 @@ func outOfScope(field string) error {
 	return &lethe.Error{Code: CodeForbidden, Field: field, Message: "outside this token's scopes"}
 }
 
+// noGrain is what a scope-limited token hears of a grain outside its
+// scopes: exactly what it hears of a hash that names no grain (the store's
+// not_found), so it cannot tell the two apart.
+func noGrain(memory, hash string) error {
+	return grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", hash, memory)
+}
+
 // addGrains writes one grain (the body is a grain) or a batch (the body is
 // {"grains": [...]}).
 func (s *Server) addGrains(c *gin.Context) {
@@ -117,7 +124,7 @@ func (s *Server) getGrain(c *gin.Context) {
 		return
 	}
 	if !tokenOf(c).AllowsScope(g.Scope) {
-		s.fail(c, outOfScope("hash"))
+		s.fail(c, noGrain(c.Param("memory"), h))
 		return
 	}
 	c.JSON(http.StatusOK, g)
@@ -141,7 +148,7 @@ func (s *Server) history(c *gin.Context) {
 		kept := chain[:0]
 		for _, g := range chain {
 			if g.Hash == h && !tok.AllowsScope(g.Scope) {
-				s.fail(c, outOfScope("hash"))
+				s.fail(c, noGrain(c.Param("memory"), h))
 				return
 			}
 			if tok.AllowsScope(g.Scope) {
@@ -179,7 +186,7 @@ func (s *Server) supersede(c *gin.Context) {
 			return
 		}
 		if !tok.AllowsScope(old.Scope) {
-			s.fail(c, outOfScope("blob_hash"))
+			s.fail(c, noGrain(memory, req.BlobHash))
 			return
 		}
 		if g.Scope != "" && !tok.AllowsScope(g.Scope) {
@@ -246,7 +253,7 @@ func (s *Server) forget(c *gin.Context) {
 			}
 			for _, g := range chain {
 				if !tok.AllowsScope(g.Scope) {
-					s.fail(c, outOfScope("hashes"))
+					s.fail(c, noGrain(memory, h))
 					return
 				}
 			}

@@ -121,6 +121,9 @@ func (t *Token) NarrowScope(scope string) (string, bool) {
 	return "", false
 }
 
+// MaxListLen bounds the memories and the scopes of one token.
+const MaxListLen = 64
+
 // Spec describes a token to create.
 type Spec struct {
 	Roles    []Role
@@ -143,6 +146,16 @@ func (s *Spec) Validate() error {
 	if len(s.Memories) == 0 {
 		return grains.FieldError(grains.CodeInvalidArgument, "memories", "name at least one memory, or \"*\" for all")
 	}
+	if len(s.Memories) > MaxListLen {
+		return grains.FieldError(grains.CodeTooLarge, "memories", "at most 64 memories")
+	}
+	// An empty list is not "every scope": leave scopes out for that.
+	if s.Scopes != nil && len(s.Scopes) == 0 {
+		return grains.FieldError(grains.CodeInvalidScope, "scopes", "an empty list; leave scopes out for every scope")
+	}
+	if len(s.Scopes) > MaxListLen {
+		return grains.FieldError(grains.CodeTooLarge, "scopes", "at most 64 scopes")
+	}
 	for _, m := range s.Memories {
 		if m == AllMemories {
 			continue
@@ -154,11 +167,12 @@ func (s *Spec) Validate() error {
 	slices.Sort(s.Memories)
 	s.Memories = slices.Compact(s.Memories)
 	for i, p := range s.Scopes {
-		p = strings.Trim(p, "/")
-		if p == "" {
+		if strings.Trim(p, "/") == "" {
 			return grains.FieldError(grains.CodeInvalidScope, "scopes", "an empty scope prefix; leave scopes out for every scope")
 		}
-		if err := grains.ValidateScope(p); err != nil {
+		// Refused when malformed, never normalised ("/acme//" is not acme).
+		p, err := grains.CleanScope(p)
+		if err != nil {
 			return err
 		}
 		s.Scopes[i] = p

@@ -238,6 +238,51 @@ func ValidateScope(path string) error {
 	return nil
 }
 
+// CleanScope returns a scope path named by a call that selects by scope
+// (erase, holds, token scopes): at most one leading and one trailing '/'
+// are dropped, and what remains must be a valid, non-empty path. Nothing
+// else is normalised: "/acme//" and "acme//prod" are refused, never read
+// as "acme" or "acme/prod".
+func CleanScope(path string) (string, error) {
+	if len(path) > MaxScopeBytes+2 {
+		return "", FieldError(CodeInvalidScope, "scope", "path too long")
+	}
+	p := strings.TrimPrefix(path, "/")
+	p = strings.TrimSuffix(p, "/")
+	if p == "" {
+		return "", &Error{Code: CodeEmptySelector, Field: "scope", Message: "name a scope",
+			Hint: "an empty scope never means everything"}
+	}
+	if err := ValidateScope(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// ValidateUserID checks a user id that names a user (forget-user, holds,
+// export, selectors): not blank, at most 256 bytes of UTF-8 without NUL or
+// surrounding white space, as a grain's user_id must be.
+func ValidateUserID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return &Error{Code: CodeEmptySelector, Field: "user_id", Message: "name the user"}
+	}
+	if err := checkText("user_id", id, MaxUserIDBytes); err != nil {
+		return err
+	}
+	if strings.TrimSpace(id) != id {
+		return FieldError(CodeInvalidArgument, "user_id", "must not start or end with white space")
+	}
+	return nil
+}
+
+// ValidateNamespace checks a namespace filter or value.
+func ValidateNamespace(ns string) error {
+	if ns != "" && !namespacePattern.MatchString(ns) {
+		return FieldError(CodeInvalidArgument, "namespace", "must be letters, digits, '.', '_', ':' or '-', at most 128 characters")
+	}
+	return nil
+}
+
 // ScopePrefixes returns every prefix of a scope path, shortest first:
 // "acme/prod/bot1" gives ["acme", "acme/prod", "acme/prod/bot1"]; the root
 // scope "" gives none.

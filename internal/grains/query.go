@@ -59,13 +59,33 @@ func (q *Query) Validate() error {
 	if q.Type != "" && !typePattern.MatchString(q.Type) {
 		return FieldError(CodeInvalidArgument, "type", "not a grain type")
 	}
-	for _, f := range []struct{ name, v string }{{"subject", q.Subject}, {"relation", q.Relation}, {"object", q.Object}, {"user_id", q.UserID}} {
-		if err := checkText(f.name, f.v, MaxTripleBytes); err != nil {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"subject", q.Subject, MaxTripleBytes}, {"relation", q.Relation, MaxTripleBytes}, {"object", q.Object, MaxTripleBytes},
+		{"user_id", q.UserID, MaxUserIDBytes}, {"cursor", q.Cursor, MaxCursorBytes}} {
+		if err := checkText(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
+	if err := ValidateNamespace(q.Namespace); err != nil {
+		return err
+	}
+	// Every list in a query is bounded as writes are: each tag is one more
+	// index lookup.
+	if len(q.Tags) > MaxTags {
+		return FieldError(CodeTooLarge, "tags", "at most 64 tags")
+	}
+	for _, t := range q.Tags {
+		if err := checkText("tags", t, MaxTagBytes); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// MaxCursorBytes bounds a recall cursor.
+const MaxCursorBytes = 512
 
 // Selector names grains to forget: exactly one of Hash, Hashes, Subject or
 // UserID. An empty selector is an error, never "everything".
@@ -111,9 +131,15 @@ func (s *Selector) Validate() error {
 		if strings.TrimSpace(s.Subject) == "" {
 			return &Error{Code: CodeEmptySelector, Field: "subject", Message: "a blank subject selects nothing"}
 		}
+		if err := checkText("subject", s.Subject, MaxTripleBytes); err != nil {
+			return err
+		}
 	}
 	if s.UserID != "" {
 		n++
+		if err := ValidateUserID(s.UserID); err != nil {
+			return err
+		}
 	}
 	switch {
 	case n == 0:
