@@ -1,11 +1,11 @@
 package lethe
 
 import (
-	"math"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"strings"
 	"time"

@@ -242,6 +242,14 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 	if len(gs) > grains.MaxBatch {
 		return nil, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch")
 	}
+	tags := 0
+	for i := range gs {
+		tags += len(gs[i].Tags)
+	}
+	if tags > grains.MaxBatchTags {
+		return nil, &grains.Error{Code: grains.CodeTooLarge, Field: "grains", Message: "at most 65536 tags in one batch",
+			Hint: "split the batch into smaller ones"}
+	}
 	now := db.now().UTC()
 	batch := make([]Grain, len(gs)) // copies: the caller's grains are not modified
 	for i := range gs {

@@ -542,6 +542,20 @@ func tagList(n int) string {
 	return b.String()
 }
 
+// tagBatch is a batch of n grains with tags tags each.
+func tagBatch(n, tags int) string {
+	var b strings.Builder
+	b.WriteString(`{"grains":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"type":"fact","subject":"s%d","tags":[%s]}`, i, tagList(tags))
+	}
+	b.WriteString("]}")
+	return b.String()
+}
+
 func hashList(n int) string {
 	var b strings.Builder
 	for i := range n {
@@ -651,6 +665,7 @@ func testBadInput(f *fixture) {
 		{"folded key", "POST", "/recall", "", `{"\u017fubject":"a"}`, 400, "invalid_argument", ""},
 		{"duplicate key in batch", "POST", "/grains", "", `{"grains":[{"type":"fact","subject":"a","type":"x"}]}`, 400, "invalid_argument", "type"},
 		{"duplicate metadata key", "POST", "/grains", "", `{"type":"fact","subject":"a","metadata":{"k":"1","k":"2"}}`, 400, "invalid_argument", "k"},
+		{"batch over 65536 tags", "POST", "/grains", "", tagBatch(1025, 64), 400, "too_large", "grains"},
 		{"purge batch over 10000", "POST", "/purge/stale", "", `{"batch":10001,"dry_run":true}`, 400, "too_large", "batch"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},

@@ -60,6 +60,8 @@ func (s *Server) addGrains(c *gin.Context) {
 		s.fail(c, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch"))
 		return
 	}
+	// The library bounds the batch's tags too (grains.MaxBatchTags); the
+	// body limit bounds everything else one request holds.
 	gs := make([]lethe.Grain, len(req.Grains))
 	for i := range req.Grains {
 		gs[i] = req.Grains[i].Grain(memory)
