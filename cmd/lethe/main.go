@@ -241,6 +241,8 @@ func commandUsage(name string) string {
 		return verifyUsage
 	case "policy":
 		return policyUsage
+	case "mcp":
+		return mcpUsage
 	}
 	var b strings.Builder
 	b.WriteString("Usage:\n")
