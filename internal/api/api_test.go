@@ -479,12 +479,7 @@ func testScopes(f *fixture) {
 		a = f.call(scoped, "POST", base+"/recall", api.RecallRequest{Subject: alice, Scope: scope})
 		a.decode(f.t, &page)
 		if len(page.Grains) != 1 || page.Grains[0].Hash != in {
-			// The library's IndexKeys(memory, prefix) reads only the scope
-			// keys at or below prefix, but a scope's index key needs its
-			// ancestors' keys too (internal/keys ring.go scopeIndex): a
-			// subject query under a prefix of two or more segments finds
-			// nothing. Not this package's to fix; logged until it is.
-			f.t.Logf("KNOWN LIBRARY BUG: recall by subject within %q found %d grains, want 1", scope, len(page.Grains))
+			f.t.Errorf("scoped recall by subject within %q: %d grains, want 1", scope, len(page.Grains))
 		}
 	}
 	f.want(f.call(scoped, "POST", base+"/recall", api.RecallRequest{Scope: "acme/dev"}), 403, "forbidden")
