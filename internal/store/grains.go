@@ -35,9 +35,11 @@ const scopeGenExpr = "COALESCE((SELECT gen FROM scope_generations WHERE scope_ge
 
 // foundColumns are what FindGrains reads of a row, in scanFound's order:
 // all but the blind tokens and user reference, which only queries use.
-const foundColumns = "id, hash, memory, type, namespace, scope, importance, confidence, salience, pinned, archived, " +
-	"created_us, last_retrieved_us, retrieval_count, supersedes, superseded_by, key_chain, user_key_id, blob, " +
-	epochExpr + ", " + scopeGenExpr
+const foundColumns = rowColumns + ", " + epochExpr + ", " + scopeGenExpr
+
+// rowColumns are the columns of foundColumns read from the grain row.
+const rowColumns = "id, hash, memory, type, namespace, scope, importance, confidence, salience, pinned, archived, " +
+	"created_us, last_retrieved_us, retrieval_count, supersedes, superseded_by, key_chain, user_key_id, blob"
 
 func scanFound(rows *sql.Rows, r *GrainRow) error {
 	return rows.Scan(&r.ID, &r.Hash, &r.Memory, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Confidence, &r.Salience,
@@ -259,7 +261,8 @@ type Filter struct {
 	ScopeGen      int64
 	CheckScopeGen bool
 
-	userKeyIDs []int64 // the keys of UserRef's user, see resolve
+	userKeyIDs []int64  // the keys of UserRef's user, see resolve
+	scopes     []string // the scopes under ScopePrefix (SQLite), see resolve
 }
 
 func (f *Filter) empty() bool {
@@ -276,11 +279,54 @@ func (f *Filter) empty() bool {
 	return false
 }
 
+// The drivers of a recall: the field whose index finds the rows (see
+// findQuery).
+const (
+	driveWalk     = iota // the memory's rows newest first (idx_grains_mem)
+	driveSubject         // idx_grains_s
+	driveObject          // idx_grains_o
+	driveUser            // idx_grains_userkey
+	driveTag             // idx_grain_tags_tg
+	driveRelation        // idx_grains_r
+	driveScope           // idx_grains_scope, one scope at a time
+)
+
+// driver picks the index that finds f's rows: the field most
+// likely to be selective, in a fixed order, so that the plan does not hang
+// on the planner's statistics (which a new store has not got).
+func (f *Filter) driver() int {
+	switch {
+	case f.Subject != nil:
+		return driveSubject
+	case f.Object != nil:
+		return driveObject
+	case f.UserRef != nil:
+		return driveUser
+	case len(f.Tags) > 0:
+		return driveTag
+	case f.Relation != nil:
+		return driveRelation
+	case f.ScopePrefix != "" && f.scopes != nil && len(f.scopes) <= maxBranches:
+		return driveScope
+	}
+	return driveWalk
+}
+
+// maxBranches bounds the branches of a recall (one per token or
+// scope); past it, one IN list and a sort (or, for scopes, the walk).
+const maxBranches = 64
+
 // whereSQL is f's condition, with ? placeholders.
 func (db *DB) whereSQL(f *Filter) (string, []any) {
+	return db.whereSQLSkip(f, -1, "")
+}
+
+// whereSQLSkip is whereSQL without the condition of the driver field skip
+// (see driver; -1: none), its columns prefixed with qual ("g." or "").
+func (db *DB) whereSQLSkip(f *Filter, skip int, qual string) (string, []any) {
 	var b strings.Builder
 	args := []any{f.Memory}
-	b.WriteString("memory = ?")
+	b.WriteString(qual + "memory = ?")
 	in := func(cond string, vals []any) {
 		b.WriteString(" AND ")
 		b.WriteString(cond)
@@ -294,21 +340,24 @@ func (db *DB) whereSQL(f *Filter) (string, []any) {
 		}
 		b.WriteByte(')')
 	}
-	if f.Subject != nil {
-		in("s_tok", anys(f.Subject))
+	if f.Subject != nil && skip != driveSubject {
+		in(qual+"s_tok", anys(f.Subject))
 	}
-	if f.Relation != nil {
-		in("r_tok", anys(f.Relation))
+	if f.Relation != nil && skip != driveRelation {
+		in(qual+"r_tok", anys(f.Relation))
 	}
-	if f.Object != nil {
-		in("o_tok", anys(f.Object))
+	if f.Object != nil && skip != driveObject {
+		in(qual+"o_tok", anys(f.Object))
 	}
-	for _, t := range f.Tags {
-		in("id IN (SELECT grain_id FROM grain_tags WHERE token", anys(t))
+	for i, t := range f.Tags {
+		if i == 0 && skip == driveTag {
+			continue
+		}
+		in(qual+"id IN (SELECT grain_id FROM grain_tags WHERE token", anys(t))
 		b.WriteByte(')')
 	}
-	if f.UserRef != nil {
-		in("user_key_id", anys(nonEmpty(f.userKeyIDs)))
+	if f.UserRef != nil && skip != driveUser {
+		in(qual+"user_key_id", anys(nonEmpty(f.userKeyIDs)))
 	}
 	and := func(cond string, vals ...any) {
 		b.WriteString(" AND ")
@@ -316,23 +365,31 @@ func (db *DB) whereSQL(f *Filter) (string, []any) {
 		args = append(args, vals...)
 	}
 	if f.Type != "" {
-		and("type = ?", f.Type)
+		and(qual+"type = ?", f.Type)
 	}
 	if f.Namespace != "" {
-		and("namespace = ?", f.Namespace)
+		and(qual+"namespace = ?", f.Namespace)
 	}
-	if f.ScopePrefix != "" {
-		cond, vals := db.underPrefix("scope", f.ScopePrefix)
+	if f.ScopePrefix != "" && skip != driveScope {
+		cond, vals := db.underPrefix(qual+"scope", f.ScopePrefix)
 		and(cond, vals...)
 	}
 	if !f.IncludeSuperseded {
-		and("superseded_by = ''")
+		if db.dialect == Postgres {
+			// superseded_by is '' or a hex hash, so this is "= ''" in a
+			// form that does not match the partial dedup index's predicate:
+			// PostgreSQL without statistics took that index for a cheap
+			// way to the memory's live rows, read them all and sorted.
+			and(qual + "superseded_by < '0'")
+		} else {
+			and(qual + "superseded_by = ''")
+		}
 	}
 	if !f.IncludeArchived {
-		and("archived = ?", false)
+		and(qual+"archived = ?", false)
 	}
 	if f.BeforeID > 0 {
-		and("id < ?", f.BeforeID)
+		and(qual+"id < ?", f.BeforeID)
 	}
 	return b.String(), args
 }
@@ -366,30 +423,147 @@ func nonEmpty(ids []int64) []int64 {
 	return ids
 }
 
-// resolve reads what f needs before it can be turned into SQL.
+// resolve reads what f needs before it can be turned into SQL: the user's
+// key ids, and the scopes under a scope prefix (see driver).
 func (f *Filter) resolve(tx *gorm.DB) error {
-	if f.UserRef == nil {
-		return nil
+	if f.UserRef != nil {
+		var err error
+		if f.userKeyIDs, err = userKeyIDs(tx, f.Memory, f.UserRef); err != nil {
+			return err
+		}
 	}
-	var err error
-	f.userKeyIDs, err = userKeyIDs(tx, f.Memory, f.UserRef)
-	return err
+	f.scopes = nil
+	if f.ScopePrefix != "" && f.driver() == driveWalk {
+		// The scopes holding rows, or having held them: a counter row
+		// stays at 0. Read through the counters' primary key.
+		cond, args := (&DB{dialect: tx.Dialector.Name()}).underPrefix("name", f.ScopePrefix)
+		f.scopes = []string{}
+		err := tx.Model(&CountRow{}).Distinct("name").Where("memory = ? AND kind = 'scope'", f.Memory).
+			Where(cond, args...).Order("name").Limit(maxBranches+1).Pluck("name", &f.scopes).Error
+		if err != nil {
+			return translate(err, "read scopes")
+		}
+	}
+	return nil
 }
 
 // findQuery is FindGrains' statement and its arguments. It is built by
 // hand, not by gorm: gorm's statement building cost a recall more than
 // scanning its rows.
+//
+// The statement leaves the planner no choice to get wrong. With no
+// statistics (a new store until its first ANALYZE; PostgreSQL's generic
+// plans of prepared statements), both databases read a memory's rows
+// through the scope index and sorted them all. So the field that finds the
+// rows is chosen here (see driver), and:
+//
+//   - each of its values (one token per scope the query covers, the user's
+//     key ids, the scopes under a prefix) gets one branch, reading its
+//     index backwards, newest first, and stopping at the limit, since a
+//     value's entries are in id order (see GrainRow). A recall reads at
+//     most limit rows per value however many rows match, where one IN list
+//     would read every match and sort them. The branches select ids; the
+//     page's rows are read by id.
+//   - SQLite is told the index (INDEXED BY). PostgreSQL cannot be told, so
+//     the branch's memory condition is written so that no index can take
+//     it (the memory concatenated with the empty string): the only index
+//     with a condition is the driver's; and the rows are read by id behind
+//     LATERAL and OFFSET 0, which no plan can turn into a scan of grains.
+//   - with no driver, the memory's rows are walked newest first
+//     (idx_grains_mem), which is the only index a memory alone can use.
 func (db *DB) findQuery(f *Filter) (string, []any) {
+	d := f.driver()
+	limit := ""
+	if f.Limit > 0 {
+		limit = " LIMIT " + strconv.Itoa(f.Limit)
+	}
 	cols := foundColumns
 	if db.dialect == SQLite {
 		cols = packedColumns
 	}
-	cond, args := db.whereSQL(f)
-	q := "SELECT " + cols + " FROM grains WHERE " + cond + " ORDER BY id DESC"
-	if f.Limit > 0 {
-		q += " LIMIT " + strconv.Itoa(f.Limit)
+	var vals []any
+	index, col := "", ""
+	switch d {
+	case driveWalk:
+		cond, args := db.whereSQLSkip(f, d, "")
+		from := "grains"
+		if db.dialect == SQLite {
+			from = "grains INDEXED BY idx_grains_mem"
+		}
+		q := "SELECT " + cols + " FROM " + from + " WHERE " + cond + " ORDER BY id DESC" + limit
+		return db.rebind(q), append([]any{f.Memory, f.Memory}, args...)
+	case driveSubject:
+		index, col, vals = "idx_grains_s", "s_tok", anys(f.Subject)
+	case driveObject:
+		index, col, vals = "idx_grains_o", "o_tok", anys(f.Object)
+	case driveRelation:
+		index, col, vals = "idx_grains_r", "r_tok", anys(f.Relation)
+	case driveUser:
+		index, col, vals = "idx_grains_userkey", "user_key_id", anys(nonEmpty(f.userKeyIDs))
+	case driveTag:
+		index, vals = "idx_grain_tags_tg", anys(f.Tags[0])
+	case driveScope:
+		index, col, vals = "idx_grains_scope", "scope", anys(nonEmptyScopes(f.scopes))
 	}
-	return db.rebind(q), append([]any{f.Memory, f.Memory}, args...)
+	cond, args := db.whereSQLSkip(f, d, "g.")
+	if db.dialect == SQLite {
+		index = " INDEXED BY " + index
+	} else {
+		index = ""
+		cond = "(g.memory || '')" + strings.TrimPrefix(cond, "g.memory")
+	}
+	var b strings.Builder
+	var all []any
+	branch := func(eq string, v []any) {
+		if b.Len() > 0 {
+			b.WriteString(" UNION ")
+		}
+		b.WriteString("SELECT id FROM (")
+		switch {
+		case d == driveTag && db.dialect == SQLite:
+			b.WriteString("SELECT g.id FROM grain_tags AS t" + index + " CROSS JOIN grains AS g WHERE g.id = t.grain_id AND t.token " +
+				eq + " AND " + cond + " ORDER BY t.grain_id DESC")
+		case d == driveTag:
+			// LATERAL with OFFSET 0 fences the grain lookup: by id, once
+			// per tag entry, never a join that scans grains.
+			b.WriteString("SELECT t.grain_id AS id FROM grain_tags AS t CROSS JOIN LATERAL (SELECT 1 FROM grains AS g WHERE g.id = t.grain_id AND " +
+				cond + " OFFSET 0) AS ok WHERE t.token " + eq + " ORDER BY t.grain_id DESC")
+		default:
+			b.WriteString("SELECT g.id FROM grains AS g" + index + " WHERE g." + col + " " + eq + " AND " + cond + " ORDER BY g.id DESC")
+		}
+		b.WriteString(limit)
+		b.WriteString(") AS b")
+		b.WriteString(strconv.Itoa(len(all)))
+		if d == driveTag && db.dialect == Postgres {
+			all = append(all, args...)
+			all = append(all, v...)
+		} else {
+			all = append(all, v...)
+			all = append(all, args...)
+		}
+	}
+	if len(vals) <= maxBranches {
+		for _, v := range vals {
+			branch("= ?", []any{v})
+		}
+	} else {
+		branch("IN ("+strings.Repeat("?, ", len(vals)-1)+"?)", vals)
+	}
+	if db.dialect == SQLite {
+		q := "SELECT grains." + cols + " FROM (" + b.String() + ") AS hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC" + limit
+		return q, append([]any{f.Memory, f.Memory}, all...)
+	}
+	q := "SELECT g.*, " + epochExpr + ", " + scopeGenExpr + " FROM (" + b.String() +
+		") AS hit CROSS JOIN LATERAL (SELECT " + rowColumns + " FROM grains WHERE grains.id = hit.id OFFSET 0) AS g ORDER BY g.id DESC" + limit
+	return db.rebind(q), append([]any{f.Memory, f.Memory}, all...)
+}
+
+// nonEmptyScopes returns scopes, or a list no row matches when it is empty.
+func nonEmptyScopes(scopes []string) []string {
+	if len(scopes) == 0 {
+		return []string{" "} // no scope path holds a space
+	}
+	return scopes
 }
 
 // rebind turns the ? placeholders of q into PostgreSQL's $1, $2...; q holds

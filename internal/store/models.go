@@ -6,16 +6,18 @@ package store
 // Each token column has its own index, with no memory column: a token is
 // keyed by its memory's and scope's keys, so equal tokens in two memories
 // occur with probability 2^-128. A pattern of several fields is answered by
-// the index of its most selective field (SQLite), or by a BitmapAnd of
-// theirs (PostgreSQL). Composite indexes would answer multi-field patterns
-// more directly, but every index of a random token costs each insert a
-// random page; three composites cost a PostgreSQL batch insert twice what
-// three single-column indexes do (docs/performance.md).
+// the index of its most selective field. Composite indexes would answer
+// multi-field patterns more directly, but every index of a random token
+// costs each insert a random page; three composites cost a PostgreSQL batch
+// insert twice what three single-column indexes do (docs/performance.md).
 //
-// The hash column's index is made in migrate: a unique btree on SQLite, a
-// hash index on PostgreSQL. So is the (memory, scope) index, with
-// text_pattern_ops for scope on PostgreSQL, so that scope prefixes (LIKE
-// 'a/b/%') use it whatever the database's collation.
+// Every index that finds rows for recall (the tokens, user_key_id, scope,
+// memory) ends with the id, so that the rows of one value come newest first
+// without a sort (see DB.findQuery). SQLite appends the rowid to every index
+// by itself; PostgreSQL's indexes name it. The indexes are made in migrate:
+// the hash's is a unique btree on SQLite and a hash index on PostgreSQL,
+// and the scope's has text_pattern_ops on PostgreSQL, so that scope prefixes
+// (LIKE 'a/b/%') use it whatever the database's collation.
 type GrainRow struct {
 	ID              int64   `gorm:"primaryKey;autoIncrement"`
 	Hash            string  `gorm:"size:64;not null"`
@@ -34,11 +36,11 @@ type GrainRow struct {
 	Supersedes      string  `gorm:"size:64;not null"`
 	SupersededBy    string  `gorm:"size:64;not null"`
 	KeyChain        string  `gorm:"size:256;not null"`
-	UserKeyID       int64   `gorm:"not null;index:idx_grains_userkey"`
+	UserKeyID       int64   `gorm:"not null"`
 	UserRef         []byte
-	SubjectTok      []byte `gorm:"column:s_tok;index:idx_grains_s"`
-	RelationTok     []byte `gorm:"column:r_tok;index:idx_grains_r"`
-	ObjectTok       []byte `gorm:"column:o_tok;index:idx_grains_o"`
+	SubjectTok      []byte `gorm:"column:s_tok"`
+	RelationTok     []byte `gorm:"column:r_tok"`
+	ObjectTok       []byte `gorm:"column:o_tok"`
 	DedupTok        []byte `gorm:"column:dedup_tok;not null"`
 	Blob            []byte `gorm:"not null"`
 
@@ -53,10 +55,11 @@ type GrainRow struct {
 // TableName is the grains table.
 func (GrainRow) TableName() string { return "grains" }
 
-// TagRow is one blind tag token of a grain.
+// TagRow is one blind tag token of a grain. Its index is (token, grain_id),
+// so that a tag's grains can be read newest first without a sort.
 type TagRow struct {
-	GrainID int64  `gorm:"primaryKey;autoIncrement:false"`
-	Token   []byte `gorm:"primaryKey;index:idx_grain_tags_tok"`
+	GrainID int64  `gorm:"primaryKey;autoIncrement:false;index:idx_grain_tags_tg,priority:2"`
+	Token   []byte `gorm:"primaryKey;index:idx_grain_tags_tg,priority:1"`
 	Memory  string `gorm:"size:64;not null"`
 }
 

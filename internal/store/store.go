@@ -129,6 +129,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		sqlDB.Close()
 		return nil, err
 	}
+	if err := db.analyzeIfStale(ctx); err != nil {
+		sqlDB.Close()
+		return nil, err
+	}
 	if cfg.Dialect == SQLite {
 		// The database holds wrapped keys and ciphertext: owner only, like
 		// the KEK beside it. SQLite gives the -wal and -shm files the main
@@ -199,6 +203,12 @@ func (db *DB) migrate(ctx context.Context) error {
 		`DROP INDEX IF EXISTS idx_grains_sro`,
 		`DROP INDEX IF EXISTS idx_grains_ros`,
 		`DROP INDEX IF EXISTS idx_grains_osr`,
+		// A memory's rows newest first: recall with no token filter walks
+		// it and stops at the page's limit. (memory, id) only ever grows
+		// at its right end, so it costs an insert little.
+		`CREATE INDEX IF NOT EXISTS idx_grains_mem ON grains (memory, id)`,
+		// Replaced by idx_grain_tags_tg, (token, grain_id).
+		`DROP INDEX IF EXISTS idx_grain_tags_tok`,
 	}
 	if db.dialect == Postgres {
 		// A grain hash is the SHA-256 of a blob with a random nonce, so it
@@ -207,13 +217,25 @@ func (db *DB) migrate(ctx context.Context) error {
 		// holds the 64-character text, and costs an insert a third as much.
 		stmts = append(stmts, `DROP INDEX IF EXISTS idx_grains_hash`,
 			`CREATE INDEX IF NOT EXISTS idx_grains_hash_h ON grains USING hash (hash)`)
-		// Scope prefixes are matched with LIKE (see underPrefix), which a
-		// btree can serve only under the C collation or with pattern ops.
-		stmts = append(stmts, `DROP INDEX IF EXISTS idx_grains_scope`,
-			`CREATE INDEX IF NOT EXISTS idx_grains_scope_p ON grains (memory, scope text_pattern_ops)`)
+		// The recall indexes end with the id (see GrainRow). Scope prefixes
+		// are matched with LIKE (see underPrefix), which a btree can serve
+		// only under the C collation or with pattern ops. The scope index
+		// does not start with the memory, so that a query by memory alone
+		// has only idx_grains_mem to take, statistics or not.
+		for _, ix := range [][2]string{{"idx_grains_s", "s_tok"}, {"idx_grains_r", "r_tok"}, {"idx_grains_o", "o_tok"},
+			{"idx_grains_userkey", "user_key_id"}, {"idx_grains_scope_p", "scope text_pattern_ops"}, {"idx_grains_scope", ""}} {
+			if ix[1] != "" {
+				stmts = append(stmts, `CREATE INDEX IF NOT EXISTS `+ix[0]+`_id ON grains (`+ix[1]+`, id)`)
+			}
+			stmts = append(stmts, `DROP INDEX IF EXISTS `+ix[0])
+		}
 	} else {
 		stmts = append(stmts, `CREATE UNIQUE INDEX IF NOT EXISTS idx_grains_hash ON grains (hash)`,
-			`CREATE INDEX IF NOT EXISTS idx_grains_scope ON grains (memory, scope)`)
+			`CREATE INDEX IF NOT EXISTS idx_grains_scope ON grains (memory, scope)`,
+			`CREATE INDEX IF NOT EXISTS idx_grains_s ON grains (s_tok)`,
+			`CREATE INDEX IF NOT EXISTS idx_grains_r ON grains (r_tok)`,
+			`CREATE INDEX IF NOT EXISTS idx_grains_o ON grains (o_tok)`,
+			`CREATE INDEX IF NOT EXISTS idx_grains_userkey ON grains (user_key_id)`)
 	}
 	if db.dialect == Postgres {
 		// No query filters on these columns: their statistics only cost
@@ -297,13 +319,70 @@ func (db *DB) underPrefix(column, prefix string) (string, []any) {
 }
 
 // The statistics refresh schedule: the first after analyzeFirst inserted
-// rows, each next after twice as many more (20k, then 40k more, 80k
+// rows, each next after twice as many more (100, then 200 more, 400
 // more...: O(log n) refreshes for n rows), but never more than analyzeMax
-// rows apart.
+// rows apart. An ANALYZE reads a bounded sample (PostgreSQL: 30,000 rows;
+// SQLite: analysisLimit rows per index), so the early ones cost
+// milliseconds; they give a new store's planner statistics from its first
+// hundred rows on.
 const (
-	analyzeFirst = 20000
-	analyzeMax   = 1000000
+	analyzeFirst  = 100
+	analyzeMax    = 1000000
+	analysisLimit = 1000
 )
+
+// analyzeIfStale takes the planner's statistics at open when the grains
+// table has none, or when it changed much since they were taken (rows
+// written by an earlier process, a bulk load, a large forget): the
+// schedule of noteInserted only counts this process's inserts.
+// PostgreSQL's autovacuum would catch up, but a minute or more later.
+func (db *DB) analyzeIfStale(ctx context.Context) error {
+	g := db.gorm.WithContext(ctx)
+	stale := false
+	if db.dialect == Postgres {
+		var st struct {
+			Tuples float64
+			Mods   int64
+			Never  bool
+			Any    bool
+		}
+		err := g.Raw(`SELECT c.reltuples AS tuples, COALESCE(s.n_mod_since_analyze, 0) AS mods,
+			s.last_analyze IS NULL AND s.last_autoanalyze IS NULL AS never, EXISTS (SELECT 1 FROM grains) AS any
+			FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = 'grains'::regclass`).Scan(&st).Error
+		if err != nil {
+			return translate(err, "read statistics")
+		}
+		stale = st.Any && (st.Never || st.Tuples < 0 || (st.Mods >= analyzeFirst && float64(st.Mods) >= st.Tuples/5))
+	} else {
+		var st struct {
+			Stat  sql.NullString
+			MaxID sql.NullInt64
+		}
+		var n int64
+		if err := g.Raw(`SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_stat1'`).Scan(&n).Error; err != nil {
+			return translate(err, "read statistics")
+		}
+		q := `SELECT NULL AS stat, (SELECT max(id) FROM grains) AS max_id`
+		if n > 0 {
+			q = `SELECT (SELECT stat FROM sqlite_stat1 WHERE tbl = 'grains' LIMIT 1) AS stat, (SELECT max(id) FROM grains) AS max_id`
+		}
+		if err := g.Raw(q).Scan(&st).Error; err != nil {
+			return translate(err, "read statistics")
+		}
+		// The first number of a stat1 row is the table's row count when
+		// the statistics were taken; ids only grow, so max(id) bounds the
+		// rows written since from above.
+		var rows int64
+		if st.Stat.Valid {
+			fmt.Sscan(st.Stat.String, &rows)
+		}
+		stale = st.MaxID.Valid && st.MaxID.Int64 >= analyzeFirst && (!st.Stat.Valid || st.MaxID.Int64 > 2*rows)
+	}
+	if !stale {
+		return nil
+	}
+	return db.analyze(ctx)
+}
 
 // noteInserted counts inserted rows and refreshes the planner's statistics
 // in the background once enough rows arrived: after a bulk load, missing or
@@ -331,9 +410,25 @@ func (db *DB) noteInserted(n int) {
 
 // analyze refreshes the planner's statistics of the grain tables.
 func (db *DB) analyze(ctx context.Context) error {
-	stmt := "ANALYZE grains, grain_tags, data_keys"
-	if db.dialect == SQLite {
-		stmt = "ANALYZE"
+	if db.dialect == Postgres {
+		return db.gorm.WithContext(ctx).Exec("ANALYZE grains, grain_tags, data_keys").Error
 	}
-	return db.gorm.WithContext(ctx).Exec(stmt).Error
+	// The analysis limit is a connection's: one connection for both.
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		return err
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA analysis_limit = %d", analysisLimit)); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "ANALYZE"); err != nil {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "PRAGMA analysis_limit = 0")
+	return err
 }

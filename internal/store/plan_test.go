@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+// loadRows returns n rows shaped like cmd/lethe-load's, from row from on:
+// n/10 subjects, 20 relations, 8 scopes (acme/s0..s7), 50 tags, the
+// fixture's users in turn.
+func loadRows(f *fixture, from, n, total int) []*GrainRow {
+	var rows []*GrainRow
+	for i := from; i < from+n; i++ {
+		sc := i % 8
+		r := f.row(i, i%len(f.users), "", "", "")
+		r.Scope = fmt.Sprintf("acme/s%d", sc)
+		// Tokens are keyed by scope, as perScope's.
+		r.SubjectTok = tok(fmt.Sprint("s", i%(total/10+1), "@", sc))
+		r.RelationTok = tok(fmt.Sprint("r", i%20, "@", sc))
+		r.ObjectTok = tok(fmt.Sprint("o", i, "@", sc))
+		r.Tags = []TagRow{{Token: tok(fmt.Sprint("t", i%50, "@", sc))}}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// perScope is one token per scope of loadRows, as a query over the whole
+// memory carries.
+func perScope(v string) [][]byte {
+	var out [][]byte
+	for s := range 8 {
+		out = append(out, tok(fmt.Sprint(v, "@", s)))
+	}
+	return out
+}
+
+// planCase is a recall pattern and the indexes its plan must use.
+type planCase struct {
+	name   string
+	filter Filter
+	sqlite string // the index SQLite must search
+	pg     string // the index PostgreSQL must scan
+	alsoPG string // another index PostgreSQL may scan (another field's)
+	walk   bool   // newest first through idx_grains_mem, no sort
+}
+
+func planCases(ref []byte) []planCase {
+	s, r, o := perScope("s7"), perScope("r7"), perScope("o7")
+	return []planCase{
+		{name: "subject", filter: Filter{Subject: s}, sqlite: "idx_grains_s", pg: "idx_grains_s_id"},
+		{name: "relation", filter: Filter{Relation: r}, sqlite: "idx_grains_r", pg: "idx_grains_r_id"},
+		{name: "object", filter: Filter{Object: o}, sqlite: "idx_grains_o", pg: "idx_grains_o_id"},
+		{name: "subject+relation", filter: Filter{Subject: s, Relation: r}, sqlite: "idx_grains_s", pg: "idx_grains_s_id", alsoPG: "idx_grains_r_id"},
+		{name: "subject+relation+object", filter: Filter{Subject: s, Relation: r, Object: o}, sqlite: "idx_grains_s", pg: "idx_grains_s_id", alsoPG: "idx_grains_r_id"},
+		{name: "relation+object", filter: Filter{Relation: r, Object: o}, sqlite: "idx_grains_o", pg: "idx_grains_o_id", alsoPG: "idx_grains_r_id"},
+		{name: "user", filter: Filter{UserRef: ref}, sqlite: "idx_grains_userkey", pg: "idx_grains_userkey_id"},
+		{name: "tag", filter: Filter{Tags: [][][]byte{perScope("t3")}}, sqlite: "idx_grain_tags_tg", pg: "idx_grain_tags_tg"},
+		{name: "scope prefix", filter: Filter{ScopePrefix: "acme/s3"}, sqlite: "idx_grains_scope", pg: "idx_grains_scope_p_id"},
+		{name: "scope prefix, every scope", filter: Filter{ScopePrefix: "acme"}, sqlite: "idx_grains_scope", pg: "idx_grains_scope_p_id"},
+		{name: "namespace", filter: Filter{Namespace: "default"}, walk: true},
+		{name: "type", filter: Filter{Type: "fact"}, walk: true},
+		{name: "none", filter: Filter{}, walk: true},
+		{name: "none, next page", filter: Filter{BeforeID: 5}, walk: true},
+	}
+}
+
+// Every recall pattern is answered through the index of its field, or by
+// walking the memory newest first, at every size from an empty store on:
+// fresh (no statistics), after a restart, after the statistics are taken,
+// and after most rows are forgotten. (TestEveryPatternUsesAnIndex checks
+// the same patterns on a store with statistics.) Only the plans are
+// checked: what they cost is for the benchmarks.
+func TestPlansAtEverySize(t *testing.T) {
+	for _, dialect := range []string{SQLite, Postgres} {
+		for _, n := range []int{0, 10, 1000, 10000} {
+			t.Run(fmt.Sprint(dialect, "/", n), func(t *testing.T) {
+				ctx := context.Background()
+				cfg := Config{Dialect: dialect, DSN: filepath.Join(t.TempDir(), "lethe.db")}
+				if dialect == Postgres {
+					cfg.DSN = testenv.Postgres(t)
+				}
+				db, err := Open(ctx, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { db.Close() }()
+				f := newFixture(t, db, 50)
+				var hashes []string
+				for i := 0; i < n; i += 1000 {
+					hs, err := db.InsertGrains(ctx, f.memory, loadRows(f, i, min(1000, n-i), n), nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					hashes = append(hashes, hs...)
+				}
+				ref, _ := hex.DecodeString(f.users[3].Name)
+				check := func(stage string) {
+					for _, c := range planCases(ref) {
+						c.filter.Memory, c.filter.Limit = f.memory, 10
+						checkPlan(t, db, stage, c, explain(t, db, &c.filter))
+					}
+				}
+				// Fresh: as the store leaves itself after the writes, with
+				// the statistics it took on its own (see noteInserted).
+				for deadline := time.Now().Add(time.Minute); db.analyzing.Load() && time.Now().Before(deadline); {
+					time.Sleep(10 * time.Millisecond)
+				}
+				check("fresh")
+				db.Close()
+				if db, err = Open(ctx, cfg); err != nil {
+					t.Fatal(err)
+				}
+				check("reopened")
+				if err := db.analyze(ctx); err != nil {
+					t.Fatal(err)
+				}
+				check("analyzed")
+				if len(hashes) > 10 {
+					if _, err := db.DeleteHashes(ctx, f.memory, hashes[:len(hashes)*9/10], nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				check("after forgetting 90%")
+			})
+		}
+	}
+}
+
+var (
+	// sqliteSearch finds the grains or tag index searches of a SQLite plan.
+	sqliteSearch = regexp.MustCompile(`(?m)^(SEARCH|SCAN) (grains|g|t)\b.*$`)
+	// pgScan finds the scans of grains and grain_tags in a PostgreSQL plan.
+	pgScan = regexp.MustCompile(`(?m)(Seq Scan|Index Scan|Index Only Scan|Bitmap Index Scan|Index Scan Backward)( using (\w+))? on (grains|grain_tags)\b.*$`)
+)
+
+// checkPlan fails t unless plan answers c as c says: through c's index,
+// touching grains otherwise only by id, with no sort but the final one of
+// at most limit rows per branch; or walking idx_grains_mem with no sort.
+func checkPlan(t *testing.T, db *DB, stage string, c planCase, plan string) {
+	t.Helper()
+	fail := func(why string) { t.Errorf("%s, %s: %s:\n%s", stage, c.name, why, plan) }
+	if db.dialect == SQLite {
+		want := "USING INDEX " + c.sqlite + " ("
+		if c.walk {
+			want = "SEARCH grains USING INDEX idx_grains_mem (memory=?"
+		} else if c.sqlite == "idx_grain_tags_tg" {
+			want = "USING COVERING INDEX idx_grain_tags_tg (token=?)"
+		}
+		for _, line := range sqliteSearch.FindAllString(plan, -1) {
+			switch {
+			case strings.Contains(line, want), strings.Contains(line, "USING INTEGER PRIMARY KEY (rowid=?)"):
+			default:
+				fail("reads grains other than through " + c.sqlite + " or by id: " + line)
+			}
+		}
+		if !strings.Contains(plan, want) {
+			fail("the plan does not use " + want)
+		}
+		sorts := strings.Count(plan, "USE TEMP B-TREE FOR ORDER BY")
+		if (c.walk && sorts != 0) || sorts > 1 {
+			fail(fmt.Sprintf("%d sorts", sorts))
+		}
+		return
+	}
+	want := c.pg
+	if c.walk {
+		want = "idx_grains_mem"
+	}
+	for _, m := range pgScan.FindAllStringSubmatch(plan, -1) {
+		switch {
+		case m[3] == want, m[3] == "grains_pkey", m[3] != "" && m[3] == c.alsoPG:
+		case m[1] == "Seq Scan" && onePage(t, db, m[4]):
+			// Reading the table's one page is the cheapest plan there is.
+		default:
+			fail("reads " + m[4] + " other than through " + want + " or by id: " + m[0])
+		}
+	}
+	if onePage(t, db, "grains") {
+		return
+	}
+	if c.walk {
+		// With statistics, a memory holding every row is walked through
+		// the primary key: as good.
+		if (!strings.Contains(plan, "Index Scan Backward using idx_grains_mem") && !strings.Contains(plan, "Index Scan Backward using grains_pkey")) ||
+			strings.Contains(plan, "Sort") {
+			fail("not a walk of the memory newest first")
+		}
+	} else if !strings.Contains(plan, " "+want+" ") && (c.alsoPG == "" || !strings.Contains(plan, " "+c.alsoPG+" ")) {
+		fail("the plan does not use " + want)
+	}
+}
+
+// onePage reports whether the PostgreSQL table holds at most one page.
+func onePage(t *testing.T, db *DB, table string) bool {
+	t.Helper()
+	var n int64
+	if err := db.gorm.Raw("SELECT pg_relation_size(?::regclass)", table).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n <= 8192
+}
