@@ -258,3 +258,106 @@ func BenchmarkEraseVsForget(b *testing.B) {
 		}
 	}
 }
+
+// matrixGrain is grain i of a memory of n grains, shaped like
+// cmd/lethe-load's: n/10 subjects (10 grains each), 20 relations, 1,000
+// users, 8 scopes (acme/s0..s7), 50 tags.
+func matrixGrain(i, n int) lethe.Grain {
+	return lethe.Grain{Type: "fact", Subject: fmt.Sprintf("subject-%d", i%max(1, n/10)), Relation: fmt.Sprintf("rel-%d", i%20),
+		Object: fmt.Sprintf("object-%d", i), Content: fmt.Sprintf("grain number %d with some text to make it realistic", i),
+		Scope: fmt.Sprintf("acme/s%d", i%8), UserID: fmt.Sprintf("user-%d", i%1000), Tags: []string{fmt.Sprintf("t%d", i%50)},
+		Importance: 0.5}
+}
+
+// recallPatterns are the recall patterns of BenchmarkRecallMatrix: query k
+// of each, over a memory of n matrixGrain grains, page size 10.
+var recallPatterns = []struct {
+	name  string
+	query func(k, n int) lethe.Query
+}{
+	{"subject", func(k, n int) lethe.Query { return lethe.Query{Subject: fmt.Sprintf("subject-%d", k%max(1, n/10))} }},
+	{"relation", func(k, n int) lethe.Query { return lethe.Query{Relation: fmt.Sprintf("rel-%d", k%20)} }},
+	{"object", func(k, n int) lethe.Query { return lethe.Query{Object: fmt.Sprintf("object-%d", k%n)} }},
+	{"subject+relation", func(k, n int) lethe.Query {
+		s := k % max(1, n/10)
+		return lethe.Query{Subject: fmt.Sprintf("subject-%d", s), Relation: fmt.Sprintf("rel-%d", s%20)}
+	}},
+	{"user", func(k, n int) lethe.Query { return lethe.Query{UserID: fmt.Sprintf("user-%d", k%min(n, 1000))} }},
+	{"tag", func(k, n int) lethe.Query { return lethe.Query{Tags: []string{fmt.Sprintf("t%d", k%50)}} }},
+	{"scope-prefix", func(k, n int) lethe.Query { return lethe.Query{Scope: fmt.Sprintf("acme/s%d", k%8)} }},
+	{"namespace", func(k, n int) lethe.Query { return lethe.Query{Namespace: "default"} }},
+	{"type", func(k, n int) lethe.Query { return lethe.Query{Type: "fact"} }},
+	{"none", func(k, n int) lethe.Query { return lethe.Query{} }},
+}
+
+// BenchmarkRecallMatrix recalls by every pattern of recallPatterns in
+// memories of 1,000 to 1,000,000 grains, on each store, freshly opened:
+// the store is loaded, closed and opened again, as after a restart, and
+// the recalls start at once, with the statistics the store takes at open
+// and nothing else (no manual ANALYZE). It reports p50 and p99 per
+// pattern. Each recall asks for a page of 10, as cmd/lethe-load does.
+// Before the timed recalls, each user's key is unwrapped once (a recall by
+// user per user, untimed): a process does that once per key; and each
+// pattern runs 100 times, untimed.
+//
+// The 1,000,000-grain stores take minutes to load; select sizes with
+// -bench, e.g. 'RecallMatrix/.*/(1000|10000|100000)/'.
+func BenchmarkRecallMatrix(b *testing.B) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{1000, 10000, 100000, 1000000} {
+			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+				cfg, _ := benchStores(b)[name](b)
+				ctx := context.Background()
+				db, err := lethe.Open(ctx, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; i < n; i += 1000 {
+					batch := make([]lethe.Grain, min(1000, n-i))
+					for j := range batch {
+						batch[j] = matrixGrain(i+j, n)
+					}
+					if _, err := db.AddBatch(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				db.Close()
+				db = openBench(b, cfg)
+				for u := range min(n, 1000) {
+					if _, err := db.Recall(ctx, lethe.Query{UserID: fmt.Sprintf("user-%d", u), Limit: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// 100 untimed recalls of each pattern, of other values than
+				// the timed ones where the pattern has values.
+				for _, p := range recallPatterns {
+					for k := range 100 {
+						q := p.query(k*7919+1, n)
+						q.Limit = 10
+						if _, err := db.Recall(ctx, q); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				for _, p := range recallPatterns {
+					b.Run(p.name, func(b *testing.B) {
+						var lat []time.Duration
+						for k := 0; b.Loop(); k++ {
+							q := p.query(k*7919, n)
+							q.Limit = 10
+							start := time.Now()
+							page, err := db.Recall(ctx, q)
+							lat = append(lat, time.Since(start))
+							if err != nil || len(page.Grains) == 0 {
+								b.Fatalf("recall %+v: %v, %d grains", q, err, len(page.Grains))
+							}
+						}
+						slices.Sort(lat)
+						b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+						b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+					})
+				}
+			})
+		}
+	}
+}

@@ -516,7 +516,7 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 	var all []any
 	branch := func(eq string, v []any) {
 		if b.Len() > 0 {
-			b.WriteString(" UNION ")
+			b.WriteString(" UNION ALL ")
 		}
 		b.WriteString("SELECT id FROM (")
 		switch {
@@ -542,6 +542,11 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 			all = append(all, args...)
 		}
 	}
+	// The branches are disjoint, and UNION ALL need not sort them to
+	// drop duplicates: a row has one token per field (the values are one
+	// per scope, and a row is in one scope), one key, one scope, and no
+	// tag token twice. The values themselves are distinct.
+	vals = distinct(vals)
 	if len(vals) <= maxBranches {
 		for _, v := range vals {
 			branch("= ?", []any{v})
@@ -556,6 +561,20 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 	q := "SELECT g.*, " + epochExpr + ", " + scopeGenExpr + " FROM (" + b.String() +
 		") AS hit CROSS JOIN LATERAL (SELECT " + rowColumns + " FROM grains WHERE grains.id = hit.id OFFSET 0) AS g ORDER BY g.id DESC" + limit
 	return db.rebind(q), append([]any{f.Memory, f.Memory}, all...)
+}
+
+// distinct returns vals without repeats, in order.
+func distinct(vals []any) []any {
+	out := vals[:0:0]
+	seen := make(map[string]bool, len(vals))
+	for _, v := range vals {
+		k := fmt.Sprintf("%T:%v", v, v)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // nonEmptyScopes returns scopes, or a list no row matches when it is empty.
