@@ -11,6 +11,12 @@
 //  4. forget: --forgets hard deletes by hash;
 //  5. erase: --erasures crypto-erasures of users (forget-user).
 //
+// With --floor, each phase runs a second time, right after, through the
+// library in this process (lethe.Open on a store of its own: a fresh
+// SQLite data directory, or the PostgreSQL database --floor names), with
+// the same data, counts and concurrency. That is the floor the HTTP path
+// is measured against: the report gives both and the ratio of their p50s.
+//
 // The token needs the writer, reader and dpo roles on the memory (an admin
 // token will do). Every grain goes to one fresh memory (load-<random>
 // unless --memory names one). The server must be on a loopback address
@@ -34,6 +40,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +49,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
 )
 
@@ -75,6 +83,8 @@ Flags:
   --erasures N        forget-user erasures (default 20)
   --users N           distinct user ids among the grains (default 1000)
   --duration D        overall time bound (default 10m)
+  --floor STORE       also run each phase through the library, in process:
+                      "sqlite" (a fresh data directory) or a PostgreSQL URL
   --json              machine-readable report
   --allow-remote      allow a server that is not on a loopback address
 `
@@ -85,6 +95,7 @@ type config struct {
 	recalls, gets, forgets, erasures, users int
 	duration                                time.Duration
 	json, allowRemote                       bool
+	floor                                   string
 	token                                   string
 	hc                                      *http.Client
 }
@@ -106,6 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.users, "users", 1000, "")
 	fs.DurationVar(&c.duration, "duration", 10*time.Minute, "")
 	fs.BoolVar(&c.json, "json", false, "")
+	fs.StringVar(&c.floor, "floor", "", "")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -123,7 +135,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
-	r, err := c.load(ctx)
+	var lib *lethe.DB
+	if c.floor != "" {
+		cfg := lethe.Config{DataDir: filepath.Join(os.TempDir(), "lethe-load-floor-"+c.memory)}
+		if c.floor != "sqlite" {
+			cfg.PostgresDSN = c.floor
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return err
+		}
+		defer os.RemoveAll(cfg.DataDir)
+		var err error
+		if lib, err = lethe.Open(ctx, cfg); err != nil {
+			return fmt.Errorf("open the floor store: %w", err)
+		}
+		defer lib.Close()
+	}
+	r, err := c.load(ctx, lib)
 	if err != nil {
 		return err
 	}
@@ -184,7 +212,9 @@ type phase struct {
 	P99        time.Duration `json:"p99_ns"`
 	Max        time.Duration `json:"max_ns"`
 	FirstError string        `json:"first_error,omitempty"`
-	latencies  []time.Duration
+	// Floor is the same phase through the library (--floor).
+	Floor     *phase `json:"floor,omitempty"`
+	latencies []time.Duration
 }
 
 type report struct {
@@ -202,10 +232,18 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "server %s, memory %s, concurrency %d\n", r.Server, r.Memory, r.Concurrency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\trequests\titems\terrors\telapsed\titems/s\tp50\tp99\tmax\t")
+	fmt.Fprintln(tw, "operation\trequests\titems\terrors\telapsed\titems/s\tp50\tp99\tmax\tp50/floor\t")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t\n", p.Name, p.Requests, p.Items, p.Errors,
-			p.Elapsed.Seconds(), p.PerSecond, ms(p.P50), ms(p.P99), ms(p.Max))
+		ratio := ""
+		if p.Floor != nil && p.Floor.P50 > 0 {
+			ratio = fmt.Sprintf("%.2f×", float64(p.P50)/float64(p.Floor.P50))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t%s\t\n", p.Name, p.Requests, p.Items, p.Errors,
+			p.Elapsed.Seconds(), p.PerSecond, ms(p.P50), ms(p.P99), ms(p.Max), ratio)
+		if f := p.Floor; f != nil {
+			fmt.Fprintf(tw, "  library\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t\t\n", f.Requests, f.Items, f.Errors,
+				f.Elapsed.Seconds(), f.PerSecond, ms(f.P50), ms(f.P99), ms(f.Max))
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -214,11 +252,19 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		if p.FirstError != "" {
 			fmt.Fprintf(w, "%s: first error: %s\n", p.Name, p.FirstError)
 		}
+		if p.Floor != nil && p.Floor.FirstError != "" {
+			fmt.Fprintf(w, "%s (library): first error: %s\n", p.Name, p.Floor.FirstError)
+		}
 	}
 	return nil
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+func ms(d time.Duration) string {
+	if d < time.Millisecond {
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	}
+	return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000)
+}
 
 // work runs n jobs on the workers and measures each job's latency. A job
 // returns the items it handled.
@@ -288,77 +334,182 @@ func (c *config) grain(i int) api.GrainInput {
 	}
 }
 
-func (c *config) load(ctx context.Context) (*report, error) {
+// target is where the operations go: the server over HTTP, or the library
+// in process (the floor).
+type target interface {
+	add(ctx context.Context, memory string, in []api.GrainInput) ([]string, error)
+	recall(ctx context.Context, memory, subject string, limit int) (int, error)
+	get(ctx context.Context, memory, hash string) error
+	forget(ctx context.Context, memory, hash string) (int, error)
+	forgetUser(ctx context.Context, memory, user string) (int, error)
+}
+
+// httpTarget is the server.
+type httpTarget struct{ c *config }
+
+func (t httpTarget) add(ctx context.Context, memory string, in []api.GrainInput) ([]string, error) {
+	var out api.AddBatchResponse
+	err := t.c.call(ctx, http.MethodPost, "/api/memories/"+memory+"/grains", api.AddBatchRequest{Grains: in}, &out, http.StatusCreated)
+	return out.Hashes, err
+}
+
+func (t httpTarget) recall(ctx context.Context, memory, subject string, limit int) (int, error) {
+	var page struct {
+		Grains []json.RawMessage `json:"grains"`
+	}
+	err := t.c.call(ctx, http.MethodPost, "/api/memories/"+memory+"/recall", api.RecallRequest{Subject: subject, Limit: limit}, &page, http.StatusOK)
+	return len(page.Grains), err
+}
+
+func (t httpTarget) get(ctx context.Context, memory, hash string) error {
+	return t.c.call(ctx, http.MethodGet, "/api/memories/"+memory+"/grains/"+hash, nil, nil, http.StatusOK)
+}
+
+func (t httpTarget) forget(ctx context.Context, memory, hash string) (int, error) {
+	var out struct {
+		Count int `json:"count"`
+	}
+	err := t.c.call(ctx, http.MethodPost, "/api/memories/"+memory+"/forget", api.ForgetRequest{BlobHash: &hash}, &out, http.StatusOK, http.StatusAccepted)
+	return out.Count, err
+}
+
+func (t httpTarget) forgetUser(ctx context.Context, memory, user string) (int, error) {
+	var out struct {
+		Count int `json:"count"`
+	}
+	err := t.c.call(ctx, http.MethodPost, "/api/memories/"+memory+"/forget-user", api.ForgetUserRequest{UserID: &user}, &out, http.StatusOK, http.StatusAccepted)
+	return out.Count, err
+}
+
+// libTarget is the library in process.
+type libTarget struct{ db *lethe.DB }
+
+func (t libTarget) add(ctx context.Context, memory string, in []api.GrainInput) ([]string, error) {
+	gs := make([]lethe.Grain, len(in))
+	for i := range in {
+		gs[i] = in[i].Grain(memory)
+	}
+	return t.db.AddBatch(ctx, gs)
+}
+
+func (t libTarget) recall(ctx context.Context, memory, subject string, limit int) (int, error) {
+	p, err := t.db.Recall(ctx, lethe.Query{Memory: memory, Subject: subject, Limit: limit})
+	if err != nil {
+		return 0, err
+	}
+	return len(p.Grains), nil
+}
+
+func (t libTarget) get(ctx context.Context, memory, hash string) error {
+	_, err := t.db.Get(ctx, memory, hash)
+	return err
+}
+
+func (t libTarget) forget(ctx context.Context, memory, hash string) (int, error) {
+	r, err := t.db.Forget(ctx, lethe.Selector{Memory: memory, Hash: hash})
+	if err != nil {
+		return 0, err
+	}
+	return r.Count, nil
+}
+
+func (t libTarget) forgetUser(ctx context.Context, memory, user string) (int, error) {
+	er, err := t.db.ForgetUser(ctx, memory, user)
+	if err != nil {
+		return 0, err
+	}
+	return int(er.Count), nil
+}
+
+// side is one target's state through the phases.
+type side struct {
+	t      target
+	hashes []string
+}
+
+// load runs every phase on the server and, with lib, each again right
+// after through the library, in a memory of the same name.
+func (c *config) load(ctx context.Context, lib *lethe.DB) (*report, error) {
 	r := &report{Server: c.server, Memory: c.memory, Concurrency: c.concurrency}
-	base := "/api/memories/" + c.memory
+	runs := []*side{{t: httpTarget{c}}}
+	if lib != nil {
+		runs = append(runs, &side{t: libTarget{lib}})
+	}
+	// each runs one phase on every target; the first is the server's.
+	each := func(name string, n func(u *side) int, job func(u *side, ctx context.Context, i int) (int, error)) *phase {
+		var first *phase
+		for _, u := range runs {
+			p := c.work(ctx, name, n(u), func(ctx context.Context, i int) (int, error) { return job(u, ctx, i) })
+			if first == nil {
+				first = p
+			} else {
+				first.Floor = p
+			}
+		}
+		r.Phases = append(r.Phases, first)
+		return first
+	}
 
 	batches := (c.grains + c.batch - 1) / c.batch
-	hashes := make([][]string, batches)
-	add := c.work(ctx, "add (batch)", batches, func(ctx context.Context, b int) (int, error) {
+	for _, u := range runs {
+		u.hashes = make([]string, c.grains)
+	}
+	add := each("add (batch)", func(*side) int { return batches }, func(u *side, ctx context.Context, b int) (int, error) {
 		lo, hi := b*c.batch, min((b+1)*c.batch, c.grains)
-		req := api.AddBatchRequest{Grains: make([]api.GrainInput, 0, hi-lo)}
+		in := make([]api.GrainInput, 0, hi-lo)
 		for i := lo; i < hi; i++ {
-			req.Grains = append(req.Grains, c.grain(i))
+			in = append(in, c.grain(i))
 		}
-		var out api.AddBatchResponse
-		if err := c.call(ctx, http.MethodPost, base+"/grains", req, &out, http.StatusCreated); err != nil {
+		hs, err := u.t.add(ctx, c.memory, in)
+		if err == nil && len(hs) != hi-lo {
+			err = fmt.Errorf("%d hashes for %d grains", len(hs), hi-lo)
+		}
+		if err != nil {
 			return 0, err
 		}
-		hashes[b] = out.Hashes
-		return len(out.Hashes), nil
+		copy(u.hashes[lo:hi], hs)
+		return len(hs), nil
 	})
-	r.Phases = append(r.Phases, add)
-	var all []string
-	for _, hs := range hashes {
-		all = append(all, hs...)
-	}
-	if len(all) == 0 {
-		return r, fmt.Errorf("no grain was added: %s", add.FirstError)
+	for _, u := range runs {
+		u.hashes = slices.DeleteFunc(u.hashes, func(h string) bool { return h == "" })
+		if len(u.hashes) == 0 {
+			return r, fmt.Errorf("no grain was added: %s", add.FirstError)
+		}
 	}
 
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	subjects := make([]string, c.recalls)
 	for i := range subjects {
-		subjects[i] = c.grain(rng.IntN(len(all))).Subject
+		subjects[i] = c.grain(rng.IntN(c.grains)).Subject
 	}
-	r.Phases = append(r.Phases, c.work(ctx, "recall", c.recalls, func(ctx context.Context, i int) (int, error) {
-		var page struct {
-			Grains []json.RawMessage `json:"grains"`
-		}
-		err := c.call(ctx, http.MethodPost, base+"/recall", api.RecallRequest{Subject: subjects[i], Limit: 10}, &page, http.StatusOK)
-		if err == nil && len(page.Grains) == 0 {
+	each("recall", func(*side) int { return c.recalls }, func(u *side, ctx context.Context, i int) (int, error) {
+		n, err := u.t.recall(ctx, c.memory, subjects[i], 10)
+		if err == nil && n == 0 {
 			err = errors.New("recall found nothing")
 		}
 		return 1, err
-	}))
+	})
 
-	r.Phases = append(r.Phases, c.work(ctx, "get", c.gets, func(ctx context.Context, i int) (int, error) {
-		return 1, c.call(ctx, http.MethodGet, base+"/grains/"+all[(i*7919)%len(all)], nil, nil, http.StatusOK)
-	}))
+	each("get", func(*side) int { return c.gets }, func(u *side, ctx context.Context, i int) (int, error) {
+		return 1, u.t.get(ctx, c.memory, u.hashes[(i*7919)%len(u.hashes)])
+	})
 
 	// Forget grains of users that are not erased below.
-	var victims []string
-	for i := len(all) - 1; i >= 0 && len(victims) < c.forgets; i-- {
-		if i%c.users >= c.erasures {
-			victims = append(victims, all[i])
+	victims := make(map[*side][]string)
+	for _, u := range runs {
+		for i := len(u.hashes) - 1; i >= 0 && len(victims[u]) < c.forgets; i-- {
+			if i%c.users >= c.erasures {
+				victims[u] = append(victims[u], u.hashes[i])
+			}
 		}
 	}
-	r.Phases = append(r.Phases, c.work(ctx, "forget (hash)", len(victims), func(ctx context.Context, i int) (int, error) {
-		var out struct {
-			Count int `json:"count"`
-		}
-		err := c.call(ctx, http.MethodPost, base+"/forget", api.ForgetRequest{BlobHash: &victims[i]}, &out, http.StatusOK, http.StatusAccepted)
-		return out.Count, err
-	}))
+	each("forget (hash)", func(u *side) int { return len(victims[u]) }, func(u *side, ctx context.Context, i int) (int, error) {
+		return u.t.forget(ctx, c.memory, victims[u][i])
+	})
 
-	r.Phases = append(r.Phases, c.work(ctx, "erase (user)", min(c.erasures, c.users), func(ctx context.Context, i int) (int, error) {
-		user := fmt.Sprintf("user-%d", i)
-		var out struct {
-			Count int `json:"count"`
-		}
-		err := c.call(ctx, http.MethodPost, base+"/forget-user", api.ForgetUserRequest{UserID: &user}, &out, http.StatusOK, http.StatusAccepted)
-		return out.Count, err
-	}))
+	each("erase (user)", func(*side) int { return min(c.erasures, c.users) }, func(u *side, ctx context.Context, i int) (int, error) {
+		return u.t.forgetUser(ctx, c.memory, fmt.Sprintf("user-%d", i))
+	})
 	if ctx.Err() != nil {
 		return r, fmt.Errorf("stopped by --duration or a signal: the report is partial")
 	}
