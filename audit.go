@@ -222,10 +222,10 @@ func (db *DB) waitProof(ctx context.Context, id string, wait time.Duration) (*Pr
 			}
 			continue
 		}
-		select {
-		case <-wctx.Done():
+		// Not numbered yet: the next step of the sequencer numbers it
+		// (and signs a checkpoint over it).
+		if err := db.seq.WaitStep(wctx); err != nil {
 			return nil, pendingError(id)
-		case <-time.After(2 * time.Millisecond):
 		}
 	}
 }

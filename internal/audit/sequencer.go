@@ -66,6 +66,8 @@ type Sequencer struct {
 	// covered is the size of the latest checkpoint this process knows of.
 	covered uint64
 	lastErr error
+	// begun and ended count the steps of Run (see WaitStep).
+	begun, ended uint64
 }
 
 // SequencerConfig configures a Sequencer.
@@ -110,12 +112,16 @@ func (s *Sequencer) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		s.mu.Lock()
+		s.begun++
+		s.mu.Unlock()
 		err := s.Step(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.logger.Warn("audit sequencer step failed; events stay in the outbox", slog.Any("error", err))
 		}
 		s.mu.Lock()
 		s.lastErr = err
+		s.ended = s.begun
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		select {
@@ -260,6 +266,37 @@ func (s *Sequencer) WaitCovered(ctx context.Context, index uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.covered <= index {
+		if ctx.Err() != nil {
+			return ErrPending
+		}
+		s.cond.Wait()
+	}
+	return nil
+}
+
+// WaitStep kicks the sequencer and waits until a step of Run that began
+// after the call has ended (so it saw every event committed before the
+// call), or until ctx ends (then ErrPending). A waiter for an event's
+// number waits here instead of polling the outbox.
+func (s *Sequencer) WaitStep(ctx context.Context) error {
+	s.mu.Lock()
+	target := s.begun + 1
+	s.mu.Unlock()
+	s.Kick()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.cond.Broadcast()
+			s.mu.Unlock()
+		case <-done:
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.ended < target {
 		if ctx.Err() != nil {
 			return ErrPending
 		}
