@@ -465,9 +465,10 @@ func (f *Filter) resolve(tx *gorm.DB) error {
 //     would read every match and sort them. The branches select ids; the
 //     page's rows are read by id.
 //   - SQLite is told the index (INDEXED BY). PostgreSQL cannot be told, so
-//     the branch's memory condition is written so that no index can take
-//     it (the memory concatenated with the empty string): the only index
-//     with a condition is the driver's; and the rows are read by id behind
+//     a token or user branch has no memory condition (tokens and key ids
+//     are the memory's own): the only index with a condition is the
+//     driver's. The scope index is (scope, memory, id), so that a scope
+//     branch's conditions are all its. The rows are read by id behind
 //     LATERAL and OFFSET 0, which no plan can turn into a scan of grains.
 //   - with no driver, the memory's rows are walked newest first
 //     (idx_grains_mem), which is the only index a memory alone can use.
@@ -508,9 +509,16 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 	cond, args := db.whereSQLSkip(f, d, "g.")
 	if db.dialect == SQLite {
 		index = " INDEXED BY " + index
-	} else {
-		index = ""
-		cond = "(g.memory || '')" + strings.TrimPrefix(cond, "g.memory")
+	} else if index = ""; d != driveScope {
+		// Tokens are keyed by their memory's keys (equal tokens of two
+		// memories have probability 2^-128) and key ids are unique across
+		// memories: the branch needs no memory condition, which PostgreSQL
+		// could answer through idx_grains_mem instead of the driver's
+		// index. The memory is checked where the rows are read.
+		cond, args = strings.TrimPrefix(strings.TrimPrefix(cond, "g.memory = ?"), " AND "), args[1:]
+		if cond == "" {
+			cond = "TRUE"
+		}
 	}
 	var b strings.Builder
 	var all []any
@@ -555,12 +563,15 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 		branch("IN ("+strings.Repeat("?, ", len(vals)-1)+"?)", vals)
 	}
 	if db.dialect == SQLite {
-		q := "SELECT grains." + cols + " FROM (" + b.String() + ") AS hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC" + limit
+		// MATERIALIZED: SQLite would otherwise push the join and the
+		// sort into every branch and merge them.
+		q := "WITH hit AS MATERIALIZED (" + b.String() + ") SELECT grains." + cols +
+			" FROM hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC" + limit
 		return q, append([]any{f.Memory, f.Memory}, all...)
 	}
 	q := "SELECT g.*, " + epochExpr + ", " + scopeGenExpr + " FROM (" + b.String() +
-		") AS hit CROSS JOIN LATERAL (SELECT " + rowColumns + " FROM grains WHERE grains.id = hit.id OFFSET 0) AS g ORDER BY g.id DESC" + limit
-	return db.rebind(q), append([]any{f.Memory, f.Memory}, all...)
+		") AS hit CROSS JOIN LATERAL (SELECT " + rowColumns + " FROM grains WHERE grains.id = hit.id OFFSET 0) AS g WHERE g.memory = ? ORDER BY g.id DESC" + limit
+	return db.rebind(q), append(append([]any{f.Memory, f.Memory}, all...), f.Memory)
 }
 
 // distinct returns vals without repeats, in order.

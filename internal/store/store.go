@@ -221,9 +221,11 @@ func (db *DB) migrate(ctx context.Context) error {
 		// are matched with LIKE (see underPrefix), which a btree can serve
 		// only under the C collation or with pattern ops. The scope index
 		// does not start with the memory, so that a query by memory alone
-		// has only idx_grains_mem to take, statistics or not.
+		// has only idx_grains_mem to take, statistics or not; it holds the
+		// memory after the scope, so that one scope of one memory is read
+		// newest first.
 		for _, ix := range [][2]string{{"idx_grains_s", "s_tok"}, {"idx_grains_r", "r_tok"}, {"idx_grains_o", "o_tok"},
-			{"idx_grains_userkey", "user_key_id"}, {"idx_grains_scope_p", "scope text_pattern_ops"}, {"idx_grains_scope", ""}} {
+			{"idx_grains_userkey", "user_key_id"}, {"idx_grains_scope", "scope text_pattern_ops, memory"}, {"idx_grains_scope_p", ""}} {
 			if ix[1] != "" {
 				stmts = append(stmts, `CREATE INDEX IF NOT EXISTS `+ix[0]+`_id ON grains (`+ix[1]+`, id)`)
 			}
