@@ -567,7 +567,7 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 		// sort into every branch and merge them.
 		q := "WITH hit AS MATERIALIZED (" + b.String() + ") SELECT grains." + cols +
 			" FROM hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC" + limit
-		return q, append([]any{f.Memory, f.Memory}, all...)
+		return q, append(all, f.Memory, f.Memory) // the branches' come first
 	}
 	q := "SELECT g.*, " + epochExpr + ", " + scopeGenExpr + " FROM (" + b.String() +
 		") AS hit CROSS JOIN LATERAL (SELECT " + rowColumns + " FROM grains WHERE grains.id = hit.id OFFSET 0) AS g WHERE g.memory = ? ORDER BY g.id DESC" + limit
