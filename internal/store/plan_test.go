@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +211,97 @@ func onePage(t *testing.T, db *DB, table string) bool {
 		t.Fatal(err)
 	}
 	return n <= 8192
+}
+
+// FindGrains returns, for every pattern of planCases, what a scan of the
+// rows in Go returns: the matching rows newest first, a page at a time,
+// through every driver and its branches, on both stores. Some rows are
+// superseded, archived or in a second memory, so that the conditions
+// beside the driver's are exercised too.
+func TestFindGrainsMatchesModel(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, 50)
+		other := &fixture{memory: "other", chain: f.chain, users: f.users}
+		rows := loadRows(f, 0, 600, 600)
+		for i, r := range rows {
+			switch i % 11 {
+			case 3:
+				r.SupersededBy = fmt.Sprintf("%064x", i)
+			case 5:
+				r.Archived = true
+			}
+		}
+		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
+			t.Fatal(err)
+		}
+		// The same tokens in another memory: only a 2^-128 accident in
+		// real use, here on purpose, to show the memory is checked.
+		orows := loadRows(other, 1000, 50, 600)
+		for _, r := range orows {
+			r.Memory = other.memory
+		}
+		if _, err := db.InsertGrains(ctx, other.memory, orows, nil); err != nil {
+			t.Fatal(err)
+		}
+		var stored []GrainRow
+		if err := db.gorm.Where("memory = ?", f.memory).Order("id DESC").Find(&stored).Error; err != nil {
+			t.Fatal(err)
+		}
+		tags := map[int64][][]byte{}
+		var tagRows []TagRow
+		if err := db.gorm.Find(&tagRows).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range tagRows {
+			tags[tr.GrainID] = append(tags[tr.GrainID], tr.Token)
+		}
+		ref, _ := hex.DecodeString(f.users[3].Name)
+		userKey := f.users[3].ID
+		in := func(list [][]byte, v []byte) bool {
+			return list == nil || slices.ContainsFunc(list, func(x []byte) bool { return string(x) == string(v) })
+		}
+		for _, c := range planCases(ref) {
+			want := []int64{}
+			for _, r := range stored {
+				fl := c.filter
+				ok := in(fl.Subject, r.SubjectTok) && in(fl.Relation, r.RelationTok) && in(fl.Object, r.ObjectTok) &&
+					(fl.UserRef == nil || r.UserKeyID == userKey) && (fl.Type == "" || r.Type == fl.Type) &&
+					(fl.Namespace == "" || r.Namespace == fl.Namespace) &&
+					(fl.ScopePrefix == "" || r.Scope == fl.ScopePrefix || strings.HasPrefix(r.Scope, fl.ScopePrefix+"/")) &&
+					r.SupersededBy == "" && !r.Archived && (fl.BeforeID == 0 || r.ID < fl.BeforeID)
+				for _, tl := range fl.Tags {
+					ok = ok && slices.ContainsFunc(tags[r.ID], func(tk []byte) bool { return in(tl, tk) })
+				}
+				if ok {
+					want = append(want, r.ID)
+				}
+			}
+			var got []int64
+			fl := c.filter
+			fl.Memory, fl.Limit = f.memory, 7
+			for page := 0; page < 100; page++ {
+				rs, err := db.FindGrains(ctx, fl)
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				for _, r := range rs {
+					if r.Memory != f.memory {
+						t.Fatalf("%s: row %d of memory %q", c.name, r.ID, r.Memory)
+					}
+					got = append(got, r.ID)
+				}
+				if len(rs) < fl.Limit {
+					break
+				}
+				fl.BeforeID = rs[len(rs)-1].ID
+			}
+			if len(want) > 0 && !slices.Equal(got, want) {
+				t.Errorf("%s: got %d rows %v..., want %d %v...", c.name, len(got), got[:min(5, len(got))], len(want), want[:min(5, len(want))])
+			}
+			if len(want) == 0 && len(got) != 0 {
+				t.Errorf("%s: got %v, want none", c.name, got)
+			}
+		}
+	})
 }
