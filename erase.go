@@ -42,6 +42,7 @@ func (db *DB) ForgetUser(ctx context.Context, memory, userID string) (*Erasure, 
 	if err := grains.ValidateUserID(userID); err != nil {
 		return nil, err
 	}
+	userID = grains.NormalizeText(userID)
 	ref, err := db.ring.UserRef(ctx, memory, userID)
 	if errors.Is(err, keys.ErrNoKey) {
 		return nil, grains.Errorf(grains.CodeNotFound, "nothing to erase: memory %s holds no keys", memory)
@@ -182,6 +183,7 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 	if spec.Memory, err = memoryName(spec.Memory); err != nil {
 		return nil, err
 	}
+	spec.UserID = grains.NormalizeText(spec.UserID)
 	if (spec.Scope == "") == (spec.UserID == "") {
 		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Message: "a hold names exactly one of a scope or a user"}
 	}

@@ -3,7 +3,10 @@ package lethe
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +14,8 @@ import (
 	"filippo.io/age/armor"
 
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/internal/store"
 )
 
 // ExportFormat names the subject access export document.
@@ -27,11 +32,31 @@ type Export struct {
 	Grains     []Grain   `json:"grains"`
 }
 
+// SubjectExport is what ExportUser returns: the export, and the audit
+// event that records the disclosure.
+type SubjectExport struct {
+	// Data is the ASCII-armored age file.
+	Data []byte
+	// EventID names the subject.export audit event; "lethe audit proof
+	// --event ID" fetches its proof.
+	EventID string
+	// SubjectNonce (hex) opens the event's subject commitment to the user
+	// id, for the caller alone: it is stored nowhere.
+	SubjectNonce string
+}
+
 // ExportUser returns, ASCII-armored and age-encrypted to recipient (an age
 // X25519 recipient, "age1..."), the JSON Export of everything memory holds
 // about userID: a subject access export that opens with the stock age tool
 // and the requester's identity. lethe keeps no copy.
-func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) ([]byte, error) {
+//
+// A disclosure is audited: before the export is returned, a subject.export
+// event commits, carrying a commitment to the user id (its nonce is
+// returned in SubjectNonce), the count and hashes (or digest) of the
+// grains disclosed, and the recipient's fingerprint
+// (RecipientFingerprint), never the user id or the recipient itself. If
+// the event cannot be committed, no export is returned.
+func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) (*SubjectExport, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
 		return nil, err
@@ -42,6 +67,7 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 	if err := grains.ValidateUserID(userID); err != nil {
 		return nil, err
 	}
+	userID = grains.NormalizeText(userID)
 	rcpt, err := age.ParseX25519Recipient(strings.TrimSpace(recipient))
 	if err != nil {
 		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "recipient", Message: "not an age X25519 recipient",
@@ -80,5 +106,34 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 	if err != nil {
 		return nil, grains.Wrap(grains.CodeInternal, "encrypt export", err)
 	}
-	return out.Bytes(), nil
+	hashes := make([]string, len(doc.Grains))
+	for i := range doc.Grains {
+		hashes[i] = doc.Grains[i].Hash
+	}
+	slices.Sort(hashes)
+	nonce := proofs.NewNonce()
+	ev, err := db.event(ctx, proofs.EventSubjectExport, memory, func(l *proofs.Leaf) {
+		n := uint64(len(hashes))
+		l.Count = &n
+		setHashes(l, hashes)
+		l.Commitment = proofs.Commitment(nonce, userID)
+		l.KeyFingerprints = []string{RecipientFingerprint(rcpt.String())}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := db.store.AppendEvents(ctx, db.now().UnixMicro(), []store.Event{ev}); err != nil {
+		return nil, err
+	}
+	db.seq.Kick()
+	return &SubjectExport{Data: out.Bytes(), EventID: ev.ID, SubjectNonce: hex.EncodeToString(nonce)}, nil
+}
+
+// RecipientFingerprint is how a subject.export event names the recipient an
+// export was encrypted to: lowercase hex SHA-256 of "lethe/recipient/v1",
+// a zero byte and the recipient string ("age1..."). Whoever holds the
+// recipient can check it; the leaf does not reveal it.
+func RecipientFingerprint(recipient string) string {
+	sum := sha256.Sum256([]byte("lethe/recipient/v1\x00" + recipient))
+	return hex.EncodeToString(sum[:])
 }

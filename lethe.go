@@ -696,8 +696,17 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 		return "", err
 	}
 	if old.SupersededBy != "" {
-		return "", &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
-			Hint: "supersede the newest version; see its history"}
+		// A newer version that was erased leaves old the newest surviving
+		// version: it may be superseded again (store.Supersede checks this
+		// again in its transaction).
+		erased, err := db.store.SuccessorErased(ctx, g.Memory, oldHash)
+		if err != nil {
+			return "", err
+		}
+		if !erased {
+			return "", &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
+				Hint: "supersede the newest version; see its history"}
+		}
 	}
 	carry(&g, old)
 	if err := db.prepare(&g, db.now().UTC()); err != nil {
@@ -723,7 +732,11 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 	return row.Hash, nil
 }
 
-// History returns the version chain of hash, newest first.
+// History returns the version chain of hash, newest first. A version that
+// was erased (its user, scope or memory key destroyed) appears as a Grain
+// with only Hash and Erased set, and the chain is not followed past it; see
+// docs/compliance/erasure.md. History of an erased grain itself fails like
+// Get.
 func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
@@ -739,6 +752,10 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 	db.observe(rows)
 	out := make([]Grain, 0, len(rows))
 	for i := range rows {
+		if rows[i].Erased {
+			out = append(out, Grain{Hash: rows[i].Hash, Erased: true})
+			continue
+		}
 		g, err := db.open(ctx, &rows[i])
 		if err != nil {
 			return nil, err

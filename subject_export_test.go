@@ -3,6 +3,7 @@ package lethe_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"filippo.io/age/armor"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/proofs"
 )
 
 func TestExportUser(t *testing.T) {
@@ -25,10 +27,13 @@ func TestExportUser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := db.ExportUser(ctx, "", "john", id.Recipient().String())
+		before := auditLen(t, db)
+		res, err := db.ExportUser(ctx, "", "john", id.Recipient().String())
 		if err != nil {
 			t.Fatal(err)
 		}
+		out := res.Data
+		checkExportEvent(t, db, before, res, "john", id.Recipient().String(), len(john)+1)
 		if bytes.Contains(out, []byte("subj-john")) || !bytes.HasPrefix(out, []byte("-----BEGIN AGE ENCRYPTED FILE-----")) {
 			t.Fatalf("the export is not an armored age file")
 		}
@@ -61,10 +66,13 @@ func TestExportUser(t *testing.T) {
 		if _, err := db.ForgetUser(ctx, "", "john"); err != nil {
 			t.Fatal(err)
 		}
-		out, err = db.ExportUser(ctx, "", "john", id.Recipient().String())
+		before = auditLen(t, db)
+		res, err = db.ExportUser(ctx, "", "john", id.Recipient().String())
 		if err != nil {
 			t.Fatal(err)
 		}
+		out = res.Data
+		checkExportEvent(t, db, before, res, "john", id.Recipient().String(), 0)
 		r, _ = age.Decrypt(armor.NewReader(bytes.NewReader(out)), id)
 		plain, _ = io.ReadAll(r)
 		doc = lethe.Export{}
@@ -72,10 +80,54 @@ func TestExportUser(t *testing.T) {
 		if doc.Count != 0 {
 			t.Errorf("export after erasure holds %d grains", doc.Count)
 		}
+		before = auditLen(t, db)
 		for _, tc := range []struct{ user, rcpt string }{{"", id.Recipient().String()}, {"john", "not-a-recipient"}, {"john", ""}} {
 			if _, err := db.ExportUser(ctx, "", tc.user, tc.rcpt); err == nil {
 				t.Errorf("ExportUser(%q, %q) accepted", tc.user, tc.rcpt)
 			}
 		}
+		if n := auditLen(t, db); n != before {
+			t.Errorf("refused exports wrote %d audit events", n-before)
+		}
 	})
+}
+
+// auditLen is the number of events in db's audit log.
+func auditLen(t testing.TB, db *lethe.DB) int {
+	t.Helper()
+	leaves, err := db.AuditLeaves(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(leaves)
+}
+
+// checkExportEvent checks that one event, a subject.export, followed
+// before: committing to user with the returned nonce, counting n grains,
+// naming the recipient by fingerprint only.
+func checkExportEvent(t *testing.T, db *lethe.DB, before int, res *lethe.SubjectExport, user, rcpt string, n int) {
+	t.Helper()
+	leaves, err := db.AuditLeaves(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leaves) != before+1 {
+		t.Fatalf("export wrote %d audit events, want 1", len(leaves)-before)
+	}
+	l, err := proofs.ParseLeaf(leaves[before])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, err := hex.DecodeString(res.SubjectNonce)
+	if err != nil || len(nonce) != 32 {
+		t.Fatalf("subject nonce %q", res.SubjectNonce)
+	}
+	if l.Type != proofs.EventSubjectExport || l.ID != res.EventID || l.GrainCount() != uint64(n) ||
+		l.Commitment != proofs.Commitment(nonce, user) ||
+		len(l.KeyFingerprints) != 1 || l.KeyFingerprints[0] != lethe.RecipientFingerprint(rcpt) {
+		t.Errorf("export event %s, want subject.export of %d grains, committing to the user, naming the recipient by fingerprint", leaves[before], n)
+	}
+	if strings.Contains(string(leaves[before]), user) || strings.Contains(string(leaves[before]), rcpt) {
+		t.Errorf("export event names the user or the recipient: %s", leaves[before])
+	}
 }

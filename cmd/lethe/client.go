@@ -131,6 +131,8 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) (int,
 		switch o := out.(type) {
 		case *[]byte:
 			*o = b
+		case *rawAnswer:
+			o.body, o.header = b, resp.Header
 		default:
 			if err := json.Unmarshal(b, out); err != nil {
 				return resp.StatusCode, fmt.Errorf("decode the server's answer: %w", err)
@@ -448,11 +450,19 @@ func (c *client) RiskSweep(ctx context.Context, memory string, opts lethe.RiskOp
 	return &out, nil
 }
 
-// ExportUser fetches a subject access export (an armored age file).
-func (c *client) ExportUser(ctx context.Context, memory, userID, recipient string) ([]byte, error) {
-	var out []byte
+// ExportUser fetches a subject access export (an armored age file) and
+// its audit event, from the answer's headers.
+func (c *client) ExportUser(ctx context.Context, memory, userID, recipient string) (*lethe.SubjectExport, error) {
+	var out rawAnswer
 	if _, err := c.do(ctx, http.MethodPost, memoryPath(memory)+"/export", api.ExportRequest{UserID: &userID, Recipient: &recipient}, &out); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return &lethe.SubjectExport{Data: out.body, EventID: out.header.Get(api.HeaderEventID),
+		SubjectNonce: out.header.Get(api.HeaderSubjectNonce)}, nil
+}
+
+// rawAnswer is an answer's body and headers, for do.
+type rawAnswer struct {
+	body   []byte
+	header http.Header
 }

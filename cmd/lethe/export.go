@@ -9,7 +9,7 @@ import (
 
 // exporter makes subject access exports: the embedded store, or a server.
 type exporter interface {
-	ExportUser(ctx context.Context, memory, userID, recipient string) ([]byte, error)
+	ExportUser(ctx context.Context, memory, userID, recipient string) (*lethe.SubjectExport, error)
 }
 
 var (
@@ -39,13 +39,21 @@ func cmdExport(ctx context.Context, e *env, args []string) error {
 	if !ok {
 		return errRemote("export")
 	}
-	b, err := x.ExportUser(ctx, e.memory, *user, *recipient)
+	res, err := x.ExportUser(ctx, e.memory, *user, *recipient)
 	if err != nil {
 		return err
 	}
+	// The disclosure's audit event and the nonce of its subject
+	// commitment: on stderr when the export itself goes to stdout.
+	w := e.stdout
 	if *out == "" {
-		_, err = e.stdout.Write(b)
+		w = e.stderr
+		if _, err := e.stdout.Write(res.Data); err != nil {
+			return err
+		}
+	} else if err := os.WriteFile(*out, res.Data, 0o600); err != nil {
 		return err
 	}
-	return os.WriteFile(*out, b, 0o600)
+	printf(w, "event %s\nsubject_nonce %s\n", res.EventID, res.SubjectNonce)
+	return nil
 }

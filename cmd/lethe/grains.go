@@ -179,6 +179,9 @@ func cmdRecall(ctx context.Context, e *env, args []string) error {
 
 // line renders a grain on one line: hash, type, triple, content, flags.
 func line(g *lethe.Grain) string {
+	if g.Erased {
+		return g.Hash + " [erased]"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", g.Hash, g.Type)
 	for _, v := range []string{g.Subject, g.Relation, g.Object} {

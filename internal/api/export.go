@@ -13,10 +13,18 @@ import (
 
 // Exporter makes subject access exports.
 type Exporter interface {
-	ExportUser(ctx context.Context, memory, userID, recipient string) ([]byte, error)
+	ExportUser(ctx context.Context, memory, userID, recipient string) (*lethe.SubjectExport, error)
 }
 
 var _ Exporter = (*lethe.DB)(nil)
+
+// The headers of an export's answer: its subject.export audit event, and
+// the nonce that opens the event's subject commitment (for the caller
+// alone).
+const (
+	HeaderEventID      = "Lethe-Event-Id"
+	HeaderSubjectNonce = "Lethe-Subject-Nonce"
+)
 
 // exportUser answers everything the memory holds about a user, as an
 // ASCII-armored age file encrypted to the recipient the requester names.
@@ -41,11 +49,13 @@ func (s *Server) exportUser(c *gin.Context) {
 		s.fail(c, unscopedOnly("export a user"))
 		return
 	}
-	b, err := s.lib.ExportUser(c.Request.Context(), c.Param("memory"), user, *req.Recipient)
+	x, err := s.lib.ExportUser(c.Request.Context(), c.Param("memory"), user, *req.Recipient)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	c.Header("Content-Disposition", `attachment; filename="export.age"`)
-	c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
+	c.Header(HeaderEventID, x.EventID)
+	c.Header(HeaderSubjectNonce, x.SubjectNonce)
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", x.Data)
 }

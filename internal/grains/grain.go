@@ -15,6 +15,7 @@ package grains
 
 import (
 	"encoding/json"
+	"golang.org/x/text/unicode/norm"
 	"math"
 	"regexp"
 	"slices"
@@ -89,6 +90,23 @@ type Grain struct {
 	SupersededBy    string     `json:"superseded_by,omitempty"`
 	LastRetrievedAt *time.Time `json:"last_retrieved_at,omitempty"`
 	RetrievalCount  int64      `json:"retrieval_count,omitempty"`
+
+	// Erased marks a version of a chain that was erased, in a history:
+	// such a Grain has only Hash set, and encodes as {"hash", "erased"}.
+	Erased bool `json:"erased,omitempty"`
+}
+
+// MarshalJSON encodes g; an Erased version encodes as its hash and
+// "erased": true alone, since nothing else of it can be read.
+func (g Grain) MarshalJSON() ([]byte, error) {
+	if g.Erased {
+		return json.Marshal(struct {
+			Hash   string `json:"hash"`
+			Erased bool   `json:"erased"`
+		}{g.Hash, true})
+	}
+	type plain Grain
+	return json.Marshal(plain(g))
 }
 
 // Normalize fills defaults in place: memory, namespace, confidence and
@@ -107,7 +125,28 @@ func (g *Grain) Normalize() {
 		g.Salience = 1
 	}
 	g.Scope = strings.Trim(g.Scope, "/")
+	for _, f := range []*string{&g.Subject, &g.Relation, &g.Object, &g.Content, &g.UserID} {
+		*f = NormalizeText(*f)
+	}
 	g.Tags = normalizeTags(g.Tags)
+}
+
+// NormalizeText returns v in Unicode normalisation form C (NFC), so that
+// text a person sees as the same (an "é" written as one code point or as
+// "e" and a combining accent) is the same bytes. Every value that feeds a
+// blind token, a user reference or the dedup token goes through it at
+// every entry point: a grain's subject, relation, object, content, tags and
+// user_id when written, and the same fields of queries, forget selectors,
+// erasures, holds and exports. Case is not folded here (see
+// NormalizeValue), and metadata, types, namespaces and scope paths (ASCII
+// by validation) are left as they are. See docs/compliance/erasure.md.
+func NormalizeText(v string) string {
+	for i := 0; i < len(v); i++ {
+		if v[i] >= 0x80 {
+			return norm.NFC.String(v)
+		}
+	}
+	return v // ASCII is always NFC
 }
 
 func normalizeTags(tags []string) []string {
@@ -117,7 +156,7 @@ func normalizeTags(tags []string) []string {
 	seen := make(map[string]bool, len(tags))
 	out := make([]string, 0, len(tags))
 	for _, t := range tags {
-		t = strings.TrimSpace(t)
+		t = NormalizeText(strings.TrimSpace(t))
 		if t == "" || seen[t] {
 			continue
 		}
@@ -314,12 +353,13 @@ func ValidHash(h string) bool { return hashPattern.MatchString(h) }
 
 // NormalizeValue is the normalisation blind tokens use for subjects,
 // relations, objects and tags: trimmed, inner white space collapsed to one
-// space, lowercased. Lookups are therefore case-insensitive.
+// space, lowercased, in NFC (see NormalizeText). Lookups by these fields
+// are therefore case-insensitive; user ids are not (they are NFC only).
 func NormalizeValue(v string) string {
 	if normalASCII(v) {
 		return v // the common case, without allocating: recalls normalise every value they compare
 	}
-	return strings.ToLower(strings.Join(strings.Fields(v), " "))
+	return norm.NFC.String(strings.ToLower(strings.Join(strings.Fields(v), " ")))
 }
 
 // normalASCII reports whether v is ASCII and already normalised: no upper

@@ -39,6 +39,9 @@ func (q *Query) Normalize() {
 		q.Memory = DefaultMemory
 	}
 	q.Scope = strings.Trim(q.Scope, "/")
+	for _, f := range []*string{&q.Subject, &q.Relation, &q.Object, &q.UserID} {
+		*f = NormalizeText(*f)
+	}
 	if q.Limit == 0 {
 		q.Limit = DefaultLimit
 	}
@@ -102,6 +105,7 @@ func (s *Selector) Validate() error {
 	if s.Memory == "" {
 		s.Memory = DefaultMemory
 	}
+	s.Subject, s.UserID = NormalizeText(s.Subject), NormalizeText(s.UserID)
 	if err := ValidateMemory(s.Memory); err != nil {
 		return err
 	}

@@ -30,13 +30,14 @@ const (
 	EventHoldRelease    EventType = "hold.release"    // a legal hold lifted
 	EventErasureRefused EventType = "erasure.refused" // a destructive call refused
 	EventPolicyRun      EventType = "policy.run"      // a forgetting policy ran
+	EventSubjectExport  EventType = "subject.export"  // a user's grains disclosed in a subject access export
 )
 
 // EventTypes lists every known event type.
 var EventTypes = []EventType{
 	EventGrainForget, EventGrainSupersede, EventGrainArchive, EventGrainPurge,
 	EventKeyCreate, EventKeyErase, EventHoldSet, EventHoldRelease,
-	EventErasureRefused, EventPolicyRun,
+	EventErasureRefused, EventPolicyRun, EventSubjectExport,
 }
 
 // Known reports whether t is one of [EventTypes].

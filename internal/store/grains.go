@@ -154,6 +154,83 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow,
 
 func dedupKey(scope string, tok []byte) string { return scope + "\x00" + string(tok) }
 
+// dedupHit is a live-looking row whose dedup token a batch row repeats.
+type dedupHit struct {
+	ID        int64
+	Hash      string
+	Scope     string
+	DedupTok  []byte `gorm:"column:dedup_tok"`
+	KeyChain  string
+	UserKeyID int64
+}
+
+// deadRows are rows to delete with their counter deltas.
+type deadRows struct {
+	ids []int64
+	c   counter
+}
+
+// sortHits turns the rows found by a batch's dedup lookup into the map
+// splitFresh reads, (scope, token) to hash, leaving out rows sealed under a
+// destroyed key: an erased grain not yet deleted by the cleaner is not the
+// grain being written, even if its content is the same (the user or scope
+// it belonged to was erased, and the new row is sealed under the new key).
+// Those rows are returned to delete at once, as the cleaner would: they
+// hold the token's place in the unique dedup index. live returns which of
+// the given key ids are live.
+//
+// A hit under the batch row's own key chain is live (the insert checked
+// that chain); another chain of the same scope and user differs in a key
+// that was replaced, so one of its keys was destroyed, which live checks.
+func sortHits(rows []*GrainRow, found []dedupHit, live func(ids []int64) ([]int64, error)) (map[string]string, deadRows, error) {
+	var dead deadRows
+	chainOf := make(map[string]string, len(rows))
+	for _, r := range rows {
+		chainOf[dedupKey(r.Scope, r.DedupTok)] = r.KeyChain
+	}
+	existing := make(map[string]string, len(found))
+	var other []dedupHit
+	var ids []int64
+	for _, f := range found {
+		k := dedupKey(f.Scope, f.DedupTok)
+		if c, ok := chainOf[k]; !ok || c == f.KeyChain {
+			existing[k] = f.Hash
+			continue
+		}
+		other = append(other, f)
+		chain, err := keys.ParseChainID(f.KeyChain)
+		if err != nil {
+			return nil, dead, err
+		}
+		for _, id := range chain {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(other) == 0 {
+		return existing, dead, nil
+	}
+	liveIDs, err := live(ids)
+	if err != nil {
+		return nil, dead, err
+	}
+	for _, f := range other {
+		chain, _ := keys.ParseChainID(f.KeyChain)
+		alive := true
+		for _, id := range chain {
+			alive = alive && slices.Contains(liveIDs, id)
+		}
+		if alive {
+			existing[dedupKey(f.Scope, f.DedupTok)] = f.Hash
+			continue
+		}
+		dead.ids = append(dead.ids, f.ID)
+		dead.c.add(f.Scope, f.UserKeyID, -1)
+	}
+	return existing, dead, nil
+}
+
 func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]string, error) {
 	ids, err := chainIDs(rows)
 	if err != nil {
@@ -162,21 +239,35 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 	if err := checkLive(tx, dialect, memory, ids); err != nil {
 		return nil, err
 	}
-	existing := make(map[string]string)
 	toks := make([][]byte, 0, len(rows))
 	for _, r := range rows {
 		toks = append(toks, r.DedupTok)
 	}
+	var found []dedupHit
 	for i := 0; i < len(toks); i += chunk {
-		var found []GrainRow
-		err := tx.Select("hash", "scope", "dedup_tok").
+		var part []dedupHit
+		err := tx.Model(&GrainRow{}).Select("id", "hash", "scope", "dedup_tok", "key_chain", "user_key_id").
 			Where("superseded_by = '' AND dedup_tok IN ?", toks[i:min(i+chunk, len(toks))]).
-			Find(&found).Error
+			Find(&part).Error
 		if err != nil {
 			return nil, translate(err, "read grains")
 		}
-		for _, f := range found {
-			existing[dedupKey(f.Scope, f.DedupTok)] = f.Hash
+		found = append(found, part...)
+	}
+	existing, dead, err := sortHits(rows, found, func(ids []int64) ([]int64, error) {
+		var live []int64
+		err := tx.Model(&KeyRow{}).Select("id").Where("id IN ? AND destroyed_us = 0", ids).Find(&live).Error
+		return live, translate(err, "check data keys")
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(dead.ids) > 0 {
+		if err := deleteIDs(tx, dead.ids); err != nil {
+			return nil, err
+		}
+		if err := adjustCounts(tx, memory, dead.c); err != nil {
+			return nil, err
 		}
 	}
 	pos, out, same := splitFresh(rows, existing)
@@ -415,10 +506,14 @@ func userKeyIDs(tx *gorm.DB, memory string, ref []byte) ([]int64, error) {
 }
 
 // nonEmpty returns ids, or a list no row matches when it is empty (an empty
-// IN list is not valid SQL everywhere).
+// IN list is not valid SQL everywhere). That list is -1, never 0: 0 is the
+// user_key_id of every grain without a user, so "a user with no key" would
+// select all of them.
+const noKey = -1
+
 func nonEmpty(ids []int64) []int64 {
 	if len(ids) == 0 {
-		return []int64{0}
+		return []int64{noKey}
 	}
 	return ids
 }
@@ -671,7 +766,10 @@ var ErrStaleScopes = errors.New("store: the memory's scopes changed since the to
 
 // Supersede marks old (in memory) as superseded by next and stores next, in
 // one transaction. It fails with already_superseded if old has a newer
-// version, and with conflict if next duplicates a live grain.
+// version that can still be read, and with conflict if next duplicates a
+// live grain. A newer version that was erased (its key destroyed, its row
+// perhaps deleted already) does not count: old is then the newest
+// surviving version of its chain, and next replaces the erased link.
 func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *GrainRow, evs []Event) error {
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ? AND superseded_by = ''", memory, oldHash).
@@ -680,15 +778,29 @@ func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *Grain
 			return translate(res.Error, "supersede grain")
 		}
 		if res.RowsAffected != 1 {
-			var n int64
-			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ?", memory, oldHash).Count(&n).Error; err != nil {
+			var old []GrainRow
+			if err := tx.Select("superseded_by").Where("memory = ? AND hash = ?", memory, oldHash).Limit(1).Find(&old).Error; err != nil {
 				return translate(err, "supersede grain")
 			}
-			if n == 0 {
+			if len(old) == 0 {
 				return grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", oldHash, memory)
 			}
-			return &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
-				Hint: "supersede the newest version; see its history"}
+			succ := old[0].SupersededBy
+			erased, err := successorErased(tx, memory, succ)
+			if err != nil {
+				return err
+			}
+			if erased {
+				res = tx.Model(&GrainRow{}).Where("memory = ? AND hash = ? AND superseded_by = ?", memory, oldHash, succ).
+					Update("superseded_by", next.Hash)
+				if res.Error != nil {
+					return translate(res.Error, "supersede grain")
+				}
+			}
+			if !erased || res.RowsAffected != 1 {
+				return &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
+					Hint: "supersede the newest version; see its history"}
+			}
 		}
 		out, err := insertGrains(tx, db.dialect, memory, []*GrainRow{next})
 		if err != nil {
@@ -705,6 +817,51 @@ func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *Grain
 	return translate(err, "supersede grain")
 }
 
+// successorErased reports whether the version hash (a grain's
+// superseded_by) was erased: its row is gone (the cleaner deleted it; a
+// forget or purge takes whole chains, so it removes the predecessor too) or
+// a key of its chain is destroyed.
+func successorErased(tx *gorm.DB, memory, hash string) (bool, error) {
+	if hash == "" {
+		return false, nil
+	}
+	var rows []GrainRow
+	if err := tx.Select("key_chain").Where("memory = ? AND hash = ?", memory, hash).Limit(1).Find(&rows).Error; err != nil {
+		return false, translate(err, "read grain")
+	}
+	if len(rows) == 0 {
+		return true, nil
+	}
+	return chainDestroyed(tx, rows[0].KeyChain)
+}
+
+// chainDestroyed reports whether any key of the key chain is destroyed.
+func chainDestroyed(tx *gorm.DB, keyChain string) (bool, error) {
+	ids, err := keys.ParseChainID(keyChain)
+	if err != nil {
+		return false, err
+	}
+	var n int64
+	if err := tx.Model(&KeyRow{}).Where("id IN ? AND destroyed_us = 0", ids).Count(&n).Error; err != nil {
+		return false, translate(err, "check data keys")
+	}
+	return n != int64(len(ids)), nil
+}
+
+// SuccessorErased reports whether hash's newer version in memory, if it has
+// one, was erased (see Supersede).
+func (db *DB) SuccessorErased(ctx context.Context, memory, hash string) (bool, error) {
+	tx := db.gorm.WithContext(ctx)
+	var rows []GrainRow
+	if err := tx.Select("superseded_by").Where("memory = ? AND hash = ?", memory, hash).Limit(1).Find(&rows).Error; err != nil {
+		return false, translate(err, "read grain")
+	}
+	if len(rows) == 0 {
+		return false, nil
+	}
+	return successorErased(tx, memory, rows[0].SupersededBy)
+}
+
 // chainRow is what chain walks read.
 type chainRow struct {
 	ID           int64
@@ -715,34 +872,78 @@ type chainRow struct {
 	UserKeyID    int64
 }
 
-// Chain returns every version of hash's chain in memory, newest first.
+// Chain returns every version of hash's chain in memory, newest first. A
+// version that was erased (a key of its chain destroyed, or its row deleted
+// by the cleaner since) is returned as a row with only its Hash and Erased
+// set, and the walk stops there: what lies beyond it is reported the same
+// way whether or not the cleaner has run. The start must not be erased: it
+// fails with erased, or not_found once its row is deleted.
 func (db *DB) Chain(ctx context.Context, memory, hash string) ([]GrainRow, error) {
 	start, err := db.GrainByHash(ctx, memory, hash)
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{start.Hash: true}
-	head := *start
-	for head.SupersededBy != "" && !seen[head.SupersededBy] {
-		next, err := db.GrainByHash(ctx, memory, head.SupersededBy)
+	tx := db.gorm.WithContext(ctx)
+	dead := map[string]bool{}
+	erased := func(r *GrainRow) (bool, error) {
+		d, ok := dead[r.KeyChain]
+		if !ok {
+			var err error
+			if d, err = chainDestroyed(tx, r.KeyChain); err != nil {
+				return false, err
+			}
+			dead[r.KeyChain] = d
+		}
+		return d, nil
+	}
+	// step reads the version h, or nil and a placeholder when it was erased.
+	step := func(h string) (*GrainRow, *GrainRow, error) {
+		r, err := db.GrainByHash(ctx, memory, h)
 		if grains.ErrorCode(err) == grains.CodeNotFound {
-			break
+			return nil, &GrainRow{Hash: h, Memory: memory, Erased: true}, nil
 		}
 		if err != nil {
+			return nil, nil, err
+		}
+		if d, err := erased(r); err != nil || d {
+			return nil, &GrainRow{Hash: h, Memory: memory, Erased: true}, err
+		}
+		return r, nil, nil
+	}
+	if d, err := erased(start); err != nil {
+		return nil, err
+	} else if d {
+		return nil, grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
+	}
+	seen := map[string]bool{start.Hash: true}
+	head := *start
+	var top *GrainRow
+	for head.SupersededBy != "" && !seen[head.SupersededBy] {
+		next, ghost, err := step(head.SupersededBy)
+		if err != nil {
 			return nil, err
+		}
+		if ghost != nil {
+			top = ghost
+			break
 		}
 		seen[next.Hash] = true
 		head = *next
 	}
-	out := []GrainRow{head}
+	var out []GrainRow
+	if top != nil {
+		out = append(out, *top)
+	}
+	out = append(out, head)
 	visited := map[string]bool{head.Hash: true}
 	for cur := head; cur.Supersedes != "" && !visited[cur.Supersedes]; {
-		prev, err := db.GrainByHash(ctx, memory, cur.Supersedes)
-		if grains.ErrorCode(err) == grains.CodeNotFound {
-			break
-		}
+		prev, ghost, err := step(cur.Supersedes)
 		if err != nil {
 			return nil, err
+		}
+		if ghost != nil {
+			out = append(out, *ghost)
+			break
 		}
 		visited[prev.Hash] = true
 		out = append(out, *prev)

@@ -45,6 +45,9 @@ type GrainRow struct {
 	Blob            []byte `gorm:"not null"`
 
 	Tags []TagRow `gorm:"-"`
+	// Erased marks a version Chain could not read because it was erased:
+	// only Hash and Memory are set.
+	Erased bool `gorm:"-"`
 	// Epoch is the memory's erase epoch, read with the row (see EpochRow).
 	Epoch int64 `gorm:"->;column:erase_epoch;-:migration"`
 	// ScopeGen is the memory's scope generation, read with the row (see

@@ -68,23 +68,52 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	for i, r := range rows {
 		toks[i] = r.DedupTok
 	}
-	existing := make(map[string]string)
-	res, err := tx.Query(ctx, `SELECT hash, scope, dedup_tok FROM grains WHERE superseded_by = '' AND dedup_tok = ANY($1)`, toks)
+	var found []dedupHit
+	res, err := tx.Query(ctx, `SELECT id, hash, scope, dedup_tok, key_chain, user_key_id FROM grains WHERE superseded_by = '' AND dedup_tok = ANY($1)`, toks)
 	if err != nil {
 		return nil, err
 	}
 	for res.Next() {
-		var h, scope string
-		var tok []byte
-		if err := res.Scan(&h, &scope, &tok); err != nil {
+		var f dedupHit
+		if err := res.Scan(&f.ID, &f.Hash, &f.Scope, &f.DedupTok, &f.KeyChain, &f.UserKeyID); err != nil {
 			res.Close()
 			return nil, err
 		}
-		existing[dedupKey(scope, tok)] = h
+		found = append(found, f)
 	}
 	res.Close()
 	if err := res.Err(); err != nil {
 		return nil, err
+	}
+	existing, dead, err := sortHits(rows, found, func(ids []int64) ([]int64, error) {
+		var live []int64
+		res, err := tx.Query(ctx, `SELECT id FROM data_keys WHERE id = ANY($1) AND destroyed_us = 0`, ids)
+		if err != nil {
+			return nil, err
+		}
+		defer res.Close()
+		for res.Next() {
+			var id int64
+			if err := res.Scan(&id); err != nil {
+				return nil, err
+			}
+			live = append(live, id)
+		}
+		return live, res.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(dead.ids) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM grain_tags WHERE grain_id = ANY($1)`, dead.ids); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM grains WHERE id = ANY($1)`, dead.ids); err != nil {
+			return nil, err
+		}
+		if err := adjustCountsPG(ctx, tx, memory, dead.c); err != nil {
+			return nil, err
+		}
 	}
 	fresh, out, same := splitFresh(rows, existing)
 	if len(fresh) == 0 {
