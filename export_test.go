@@ -51,3 +51,15 @@ func (db *DB) AppendRawEvents(ctx context.Context, leaves [][]byte) error {
 	}
 	return db.seq.Step(ctx)
 }
+
+// AuditSize drains the outbox into the log and returns the log's size.
+func (db *DB) AuditSize(ctx context.Context) (uint64, error) {
+	if db.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := db.seq.Step(ctx); err != nil {
+		return 0, err
+	}
+	size, _, err := db.log.Root(ctx)
+	return size, err
+}
