@@ -585,10 +585,10 @@ func (m *machine) EraseScope(t *rapid.T) {
 
 // EraseMemory crypto-erases the whole memory.
 func (m *machine) EraseMemory(t *rapid.T) {
-	m.step()
 	if rapid.IntRange(0, 3).Draw(t, "really") != 0 {
 		t.Skip("erase the memory rarely")
 	}
+	m.step()
 	i := rapid.IntRange(0, 1).Draw(t, "instance")
 	er, err := m.h.dbs[i].EraseMemory(context.Background(), m.memory)
 	want := lethe.Code("")
@@ -635,10 +635,10 @@ func (m *machine) Hold(t *rapid.T) {
 
 // Release releases a hold.
 func (m *machine) Release(t *rapid.T) {
-	m.step()
 	if len(m.holds) == 0 {
 		t.Skip("no hold")
 	}
+	m.step()
 	id := rapid.SampledFrom(slices.Sorted(maps.Keys(m.holds))).Draw(t, "hold")
 	if err := m.db(t).ReleaseHold(context.Background(), m.memory, id); err != nil {
 		t.Fatalf("ReleaseHold: %v", err)
@@ -762,10 +762,10 @@ func (m *machine) Risk(t *rapid.T) {
 
 // Restart closes an instance and opens it again.
 func (m *machine) Restart(t *rapid.T) {
-	m.step()
 	if rapid.IntRange(0, 2).Draw(t, "really") != 0 {
 		t.Skip("restart rarely: opening costs a PostgreSQL store a second")
 	}
+	m.step()
 	m.restart(t, rapid.IntRange(0, 1).Draw(t, "instance"))
 }
 
