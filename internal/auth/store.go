@@ -85,7 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	case cfg.PostgresDSN != "":
 		dial = postgres.Open(cfg.PostgresDSN)
 	case cfg.SQLitePath != "":
-		dial = sqlite.Open("file:" + cfg.SQLitePath + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate&_synchronous=FULL")
+		dial = sqlite.Open("file:" + cfg.SQLitePath + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate&_synchronous=FULL&_secure_delete=on")
 	default:
 		return nil, errors.New("auth: no database configured")
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"hash/fnv"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -185,6 +186,7 @@ type EraseSpec struct {
 // is no live key (nothing to erase), and with held under a legal hold.
 func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([]Event, error)) (*Erasure, error) {
 	var er *Erasure
+	var xid int64
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := lockMemory(tx, db.dialect, spec.Memory, true); err != nil {
 			return err
@@ -273,9 +275,23 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([
 		if err != nil {
 			return err
 		}
+		if db.dialect == Postgres {
+			if err := tx.Raw(`SELECT txid_current()`).Scan(&xid).Error; err != nil {
+				return translate(err, "erase")
+			}
+		}
 		return insertEvents(tx, spec.Now, evs)
 	})
-	return er, translate(err, "erase")
+	if err != nil {
+		return nil, translate(err, "erase")
+	}
+	db.noteEraseXID(xid)
+	if serr := db.scrubKeys(ctx); serr != nil {
+		// The key is destroyed; only its residue may outlive this call.
+		// The next erase or RetryScrub tries again.
+		db.log.Warn("scrub after erase failed", slog.Any("error", serr))
+	}
+	return er, nil
 }
 
 // checkEraseHolds refuses an erase that would destroy held grains.

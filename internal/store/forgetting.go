@@ -359,7 +359,11 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 		}
 		return insertEvents(tx, now, evs)
 	})
-	return del, translate(err, "forget grains")
+	if err != nil {
+		return del, translate(err, "forget grains")
+	}
+	db.scrubForget(ctx)
+	return del, nil
 }
 
 func deleteIDs(tx *gorm.DB, ids []int64) error {
@@ -646,6 +650,9 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 		}
 		return insertEvents(tx, now, evs)
 	})
+	if err == nil && len(res.Done) > 0 {
+		db.scrubForget(ctx)
+	}
 	return res, translate(err, "replace grains")
 }
 

@@ -992,7 +992,13 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 		}
 		return commitEvents(tx, del, mk)
 	})
-	return del, translate(err, "delete grains")
+	if err != nil {
+		return del, translate(err, "delete grains")
+	}
+	if del != nil && len(del.Hashes) > 0 {
+		db.scrubForget(ctx)
+	}
+	return del, nil
 }
 
 // DeleteWhere deletes every grain of f.Memory matching f (superseded and
@@ -1017,7 +1023,13 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, mk EventsFunc) (*Deleti
 		}
 		return commitEvents(tx, del, mk)
 	})
-	return del, translate(err, "delete grains")
+	if err != nil {
+		return del, translate(err, "delete grains")
+	}
+	if del != nil && len(del.Hashes) > 0 {
+		db.scrubForget(ctx)
+	}
+	return del, nil
 }
 
 // chainRowsWhere reads the chain rows matching f, in tx. (Not through

@@ -70,6 +70,10 @@ type DB struct {
 
 	keyEvent func(context.Context, keys.Record) (Event, error)
 
+	// scrub and scrubOff: see scrub.go.
+	scrub    scrubState
+	scrubOff atomic.Bool
+
 	// retrieval holds the prepared statement of RecordRetrievals (SQLite).
 	retrieval struct {
 		mu   sync.Mutex
@@ -84,8 +88,10 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	case SQLite:
 		// WAL for concurrent readers, IMMEDIATE transactions so writers queue on
 		// the busy timeout instead of failing on lock upgrade, FULL sync so a
-		// committed transaction survives power loss.
-		dsn := "file:" + cfg.DSN + "?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=FULL"
+		// committed transaction survives power loss. secure_delete zeroes
+		// freed cells and pages (a destroyed wrapped key, a forgotten sealed
+		// row) in the pages a transaction writes; see scrub.go for the log.
+		dsn := "file:" + cfg.DSN + "?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=FULL&_secure_delete=on"
 		dial = sqlite.Open(dsn)
 	case Postgres:
 		dial = postgres.Open(cfg.DSN)

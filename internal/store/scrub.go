@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// Scrubbing removes the copies of destroyed data that the database itself
+// keeps after a commit: a destroyed wrapped key, a forgotten sealed row.
+//
+// SQLite: every connection runs with secure_delete on, so freed cells and
+// pages are overwritten with zeros in the pages the transaction writes; what
+// is left is the older page images in the write-ahead log. A scrub is a
+// TRUNCATE checkpoint: every frame copied into the main file, the log cut to
+// zero bytes. It waits (busy timeout) for readers of older snapshots.
+//
+// PostgreSQL: an UPDATE or DELETE leaves the old tuple in its heap page
+// until VACUUM prunes it, and pruning compacts a page without zeroing the
+// space it frees, so the bytes of a pruned tuple can stay in the page's
+// free space. After an erase the scrub rewrites the keys table (VACUUM
+// FULL data_keys: new files, the old ones unlinked), which leaves no byte of
+// a dead tuple no snapshot still sees. A transaction whose snapshot is older
+// than the erase keeps the dead tuple visible, so VACUUM FULL copies it:
+// the scrub then reports the table dirty and is retried by the next erase
+// or RetryScrub. After a forget the scrub is a plain VACUUM of the grain
+// tables in the background: the forgotten tuples leave the heap's items,
+// but their bytes may stay in free page space until overwritten (forget is
+// deletion; crypto-erasure is the final path). WAL segments, archives,
+// replicas and backups are out of lethe's reach: see docs/compliance/erasure.md.
+
+// scrubState coalesces scrubs: a scrub started after a caller's commit
+// covers it, so concurrent erases share one.
+type scrubState struct {
+	mu   sync.Mutex
+	seq  atomic.Int64 // requests made
+	done int64        // requests covered by a finished scrub (under mu)
+
+	// keysDirty is set when a PostgreSQL keys scrub may have kept a dead
+	// tuple (an older snapshot was open).
+	keysDirty atomic.Bool
+	// xid is the newest erase's transaction id (PostgreSQL).
+	xid atomic.Int64
+
+	// grains coalesces the background grain-table vacuums (PostgreSQL).
+	grainsRunning atomic.Bool
+	grainsAgain   atomic.Bool
+
+	// wait counts scrub time, for benchmarks.
+	nanos atomic.Int64
+	runs  atomic.Int64
+}
+
+// ScrubStats reports the scrubs run and their total time.
+func (db *DB) ScrubStats() (runs int64, total time.Duration) {
+	return db.scrub.runs.Load(), time.Duration(db.scrub.nanos.Load())
+}
+
+// SetScrub turns post-commit scrubbing on or off (on by default); off is
+// for measuring what it costs.
+func (db *DB) SetScrub(on bool) { db.scrubOff.Store(!on) }
+
+// scrubKeys removes the residue of destroyed keys after an erase committed.
+// An error means the residue may persist; the erase itself stands.
+func (db *DB) scrubKeys(ctx context.Context) error {
+	if db.scrubOff.Load() {
+		return nil
+	}
+	want := db.scrub.seq.Add(1)
+	db.scrub.mu.Lock()
+	defer db.scrub.mu.Unlock()
+	if db.scrub.done >= want {
+		return nil // a scrub that started after our commit finished meanwhile
+	}
+	upTo := db.scrub.seq.Load()
+	start := time.Now()
+	var err error
+	if db.dialect == SQLite {
+		err = db.checkpoint(ctx)
+	} else {
+		err = db.vacuumKeys(ctx)
+	}
+	db.scrub.nanos.Add(int64(time.Since(start)))
+	db.scrub.runs.Add(1)
+	if err != nil {
+		return err
+	}
+	db.scrub.done = upTo
+	return nil
+}
+
+// scrubForget removes the residue of deleted grain rows after a forget
+// committed: on SQLite at once (a checkpoint), on PostgreSQL in the
+// background (a plain VACUUM of the grain tables).
+func (db *DB) scrubForget(ctx context.Context) {
+	if db.scrubOff.Load() {
+		return
+	}
+	if db.dialect == SQLite {
+		if err := db.scrubKeys(ctx); err != nil {
+			db.log.Warn("scrub after forget failed", slog.Any("error", err))
+		}
+		return
+	}
+	db.scrub.grainsAgain.Store(true)
+	if !db.scrub.grainsRunning.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer db.scrub.grainsRunning.Store(false)
+		for db.scrub.grainsAgain.Swap(false) {
+			vctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			err := db.gorm.WithContext(vctx).Exec("VACUUM grains, grain_tags").Error
+			cancel()
+			if err != nil {
+				db.log.Warn("vacuum after forget failed", slog.Any("error", err))
+				return
+			}
+		}
+	}()
+}
+
+// WaitScrubbed waits until no background scrub runs (tests).
+func (db *DB) WaitScrubbed(ctx context.Context) error {
+	for db.scrub.grainsRunning.Load() || db.scrub.grainsAgain.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// checkpoint copies the whole SQLite write-ahead log into the main file and
+// truncates the log to zero bytes.
+func (db *DB) checkpoint(ctx context.Context) error {
+	var busy, logFrames, done int
+	row := db.gorm.WithContext(ctx).Raw("PRAGMA wal_checkpoint(TRUNCATE)").Row()
+	if err := row.Scan(&busy, &logFrames, &done); err != nil {
+		return translate(err, "checkpoint")
+	}
+	if busy != 0 {
+		return grains.Errorf(grains.CodeUnavailable, "checkpoint: a reader held the write-ahead log (%d of %d frames copied)", done, logFrames)
+	}
+	return nil
+}
+
+// vacuumKeys rewrites the PostgreSQL keys table. VACUUM FULL takes an
+// exclusive lock on it: the wait for the lock is bounded, so a long
+// transaction holding a lock on the table makes the scrub fail instead of
+// queueing every key read behind it. A snapshot open before the newest
+// erase committed (its xid is db.scrub.xid) keeps that erase's dead tuple
+// visible, and VACUUM FULL copies such tuples: the scrub then reports the
+// table dirty.
+func (db *DB) vacuumKeys(ctx context.Context) error {
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		return translate(err, "scrub keys")
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return translate(err, "scrub keys")
+	}
+	defer conn.Close()
+	var older int64
+	if xid := db.scrub.xid.Load(); xid != 0 {
+		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() AND datname = current_database()
+			AND age(backend_xmin) >= age($1::text::xid)`, fmt.Sprint(xid%(1<<32))).Scan(&older); err != nil {
+			return translate(err, "scrub keys")
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '5s'`); err != nil {
+		return translate(err, "scrub keys")
+	}
+	_, err = conn.ExecContext(ctx, `VACUUM FULL data_keys`)
+	if _, rerr := conn.ExecContext(context.Background(), `RESET lock_timeout`); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err != nil {
+		db.scrub.keysDirty.Store(true)
+		return translate(err, "scrub keys")
+	}
+	db.scrub.keysDirty.Store(older > 0)
+	if older > 0 {
+		return grains.Errorf(grains.CodeUnavailable, "scrub keys: %d transactions older than the erase still see its destroyed key", older)
+	}
+	return nil
+}
+
+// noteEraseXID records the transaction id of a committed erase
+// (PostgreSQL), for vacuumKeys.
+func (db *DB) noteEraseXID(xid int64) {
+	for {
+		cur := db.scrub.xid.Load()
+		if xid <= cur || db.scrub.xid.CompareAndSwap(cur, xid) {
+			return
+		}
+	}
+}
+
+// RetryScrub scrubs the keys table again if the last scrub may have left
+// the residue of a destroyed key (PostgreSQL, under a long transaction).
+func (db *DB) RetryScrub(ctx context.Context) error {
+	if !db.scrub.keysDirty.Load() {
+		return nil
+	}
+	return db.scrubKeys(ctx)
+}

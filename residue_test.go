@@ -1,0 +1,308 @@
+package lethe_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/testenv"
+)
+
+// rawStore reads what lethe wrote, outside lethe: rows through SQL, and
+// the bytes that hold them (every file of the data dir, or PostgreSQL's
+// heap pages through pageinspect).
+type rawStore interface {
+	// query runs a one-column query that answers bytes.
+	query(t *testing.T, q string, args ...any) [][]byte
+	// residue returns where needle (or a window of it) still lies.
+	residue(t *testing.T, needle []byte) []string
+	// tuples returns where needle lies in a live or dead tuple of table
+	// (PostgreSQL; for SQLite the same as residue).
+	tuples(t *testing.T, table string, needle []byte) []string
+}
+
+// windows are the slices of a secret searched for: a copy of any part of
+// it is residue. Age-wrapped keys share their first 32 bytes (the header
+// line), so windows start past them.
+func windows(b []byte) [][]byte {
+	const w = 24
+	var out [][]byte
+	for i := min(32, len(b)/2); i+w <= len(b); i += w {
+		out = append(out, b[i:i+w])
+	}
+	if len(out) == 0 {
+		out = append(out, b)
+	}
+	return out
+}
+
+type sqliteRaw struct{ dir string }
+
+func (s sqliteRaw) query(t *testing.T, q string, args ...any) [][]byte {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(s.dir, "lethe.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	return scanBytes(t, db, q, args...)
+}
+
+func scanBytes(t *testing.T, db *sql.DB, q string, args ...any) [][]byte {
+	t.Helper()
+	rows, err := db.Query(q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func (s sqliteRaw) residue(t *testing.T, needle []byte) []string {
+	t.Helper()
+	var found []string
+	err := filepath.Walk(s.dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, w := range windows(needle) {
+			if i := bytes.Index(b, w); i >= 0 {
+				found = append(found, fmt.Sprintf("%s@%d", filepath.Base(p), i))
+				break
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
+func (s sqliteRaw) tuples(t *testing.T, _ string, needle []byte) []string { return s.residue(t, needle) }
+
+type pgRaw struct{ conn *pgx.Conn }
+
+func (p pgRaw) query(t *testing.T, q string, args ...any) [][]byte {
+	t.Helper()
+	q = pgPlaceholders(q)
+	rows, err := p.conn.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func pgPlaceholders(q string) string {
+	n := 0
+	var sb strings.Builder
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&sb, "$%d", n)
+			continue
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+// pages returns every heap page of table (its main fork), raw.
+func (p pgRaw) pages(t *testing.T, table string) [][]byte {
+	t.Helper()
+	return p.query(t, `SELECT get_raw_page('`+table+`', 'main', b::int) FROM generate_series(0, pg_relation_size('`+table+`') / current_setting('block_size')::int - 1) b`)
+}
+
+func (p pgRaw) residue(t *testing.T, needle []byte) []string {
+	t.Helper()
+	var found []string
+	for _, table := range []string{"data_keys", "grains", "grain_tags", "audit_events"} {
+		for i, page := range p.pages(t, table) {
+			for _, w := range windows(needle) {
+				if bytes.Contains(page, w) {
+					found = append(found, fmt.Sprintf("%s page %d", table, i))
+					break
+				}
+			}
+		}
+	}
+	return found
+}
+
+func (p pgRaw) tuples(t *testing.T, table string, needle []byte) []string {
+	t.Helper()
+	var found []string
+	rows := p.query(t, `SELECT t_data FROM generate_series(0, pg_relation_size('`+table+`') / current_setting('block_size')::int - 1) b,
+		LATERAL heap_page_items(get_raw_page('`+table+`', 'main', b::int)) WHERE t_data IS NOT NULL`)
+	for i, d := range rows {
+		for _, w := range windows(needle) {
+			if bytes.Contains(d, w) {
+				found = append(found, fmt.Sprintf("%s tuple %d", table, i))
+				break
+			}
+		}
+	}
+	return found
+}
+
+// TestNoResidueAfterErasure erases a user, a scope and a memory and forgets
+// a grain by hash, and after each searches the bytes the database keeps
+// (SQLite: every file of the data dir, open; PostgreSQL: the heap pages of
+// the keys and grain tables) for the destroyed wrapped keys and the
+// forgotten sealed row, whole or in part.
+func TestNoResidueAfterErasure(t *testing.T) {
+	for _, b := range []string{"sqlite", "postgres"} {
+		t.Run(b, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := lethe.Config{DataDir: dir}
+			var raw rawStore = sqliteRaw{dir: dir}
+			if b == "postgres" {
+				cfg.PostgresDSN = testenv.Postgres(t)
+				conn, err := pgx.Connect(context.Background(), cfg.PostgresDSN)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { conn.Close(context.Background()) })
+				if _, err := conn.Exec(context.Background(), `CREATE EXTENSION IF NOT EXISTS pageinspect`); err != nil {
+					t.Fatalf("pageinspect: %v", err)
+				}
+				raw = pgRaw{conn: conn}
+			}
+			testNoResidue(t, openDB(t, cfg), raw)
+		})
+	}
+}
+
+func testNoResidue(t *testing.T, db *lethe.DB, raw rawStore) {
+	ctx := context.Background()
+	var hashes []string
+	for _, m := range []string{"res", "res2"} {
+		var batch []lethe.Grain
+		for i := range 60 {
+			batch = append(batch, lethe.Grain{Memory: m, Type: "fact", Subject: fmt.Sprintf("s%d", i), Relation: "r",
+				Object: fmt.Sprintf("o%d", i), UserID: fmt.Sprintf("u%d", i%4), Scope: []string{"acme/prod", "acme/dev", "other"}[i%3]})
+		}
+		hs, err := db.AddBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, hs...)
+	}
+	wrapped := func(memory, kind, name string) []byte {
+		t.Helper()
+		var got [][]byte
+		if name == "?user" {
+			got = raw.query(t, `SELECT wrapped FROM data_keys WHERE memory = ? AND kind = 'user' AND destroyed_us = 0 ORDER BY id`, memory)
+		} else {
+			got = raw.query(t, `SELECT wrapped FROM data_keys WHERE memory = ? AND kind = ? AND name = ? AND destroyed_us = 0`, memory, kind, name)
+		}
+		if len(got) == 0 || len(got[0]) < 64 {
+			t.Fatalf("no live %s key %q in %s", kind, name, memory)
+		}
+		return got[0]
+	}
+	mustNot := func(what string, secret []byte) {
+		t.Helper()
+		if where := raw.residue(t, secret); len(where) > 0 {
+			t.Errorf("%s: residue in %v", what, where)
+		}
+	}
+	// The check finds what it looks for: a live key is found.
+	live := wrapped("res", "memory", "")
+	if where := raw.residue(t, live); len(where) == 0 {
+		t.Fatal("the live memory key is not found in the raw bytes: the search is blind")
+	}
+
+	// Forget by hash: the sealed row leaves no copy.
+	blobs := raw.query(t, `SELECT blob FROM grains WHERE hash = ?`, hashes[0])
+	if len(blobs) != 1 {
+		t.Fatalf("blob of %s: %d rows", hashes[0], len(blobs))
+	}
+	if fr, err := db.Forget(ctx, lethe.Selector{Memory: "res", Hash: hashes[0]}); err != nil || fr.Count == 0 {
+		t.Fatalf("forget: %v, %v", fr, err)
+	}
+	// PostgreSQL vacuums the grain table in the background after a forget:
+	// wait for the tuple to leave the heap.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		where := raw.tuples(t, "grains", blobs[0])
+		if len(where) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("forgotten sealed row: residue in %v", where)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Erase a user: the user's wrapped key leaves no copy.
+	users := raw.query(t, `SELECT wrapped FROM data_keys WHERE memory = 'res' AND kind = 'user' AND destroyed_us = 0 ORDER BY id`)
+	if len(users) != 4 {
+		t.Fatalf("%d user keys, want 4", len(users))
+	}
+	if _, err := db.ForgetUser(ctx, "res", "u1"); err != nil {
+		t.Fatal(err)
+	}
+	destroyed := 0
+	for _, w := range users {
+		if len(raw.query(t, `SELECT wrapped FROM data_keys WHERE wrapped = ?`, w)) == 0 {
+			destroyed++
+			mustNot("erased user key", w)
+		}
+	}
+	if destroyed != 1 {
+		t.Fatalf("%d user keys destroyed, want 1", destroyed)
+	}
+
+	// Erase a scope: its key and the keys below it leave no copy.
+	acme, prod := wrapped("res", "scope", "acme"), wrapped("res", "scope", "acme/prod")
+	other := wrapped("res", "scope", "other")
+	if _, err := db.EraseScope(ctx, "res", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	mustNot("erased scope key acme", acme)
+	mustNot("erased scope key acme/prod", prod)
+	if len(raw.residue(t, other)) == 0 {
+		t.Error("the live scope key 'other' is gone too")
+	}
+
+	// Erase a memory.
+	mk := wrapped("res2", "memory", "")
+	sk := wrapped("res2", "scope", "other")
+	if _, err := db.EraseMemory(ctx, "res2"); err != nil {
+		t.Fatal(err)
+	}
+	mustNot("erased memory key", mk)
+	mustNot("scope key of an erased memory", sk)
+}
