@@ -100,7 +100,9 @@ func (s sqliteRaw) residue(t *testing.T, needle []byte) []string {
 	return found
 }
 
-func (s sqliteRaw) tuples(t *testing.T, _ string, needle []byte) []string { return s.residue(t, needle) }
+func (s sqliteRaw) tuples(t *testing.T, _ string, needle []byte) []string {
+	return s.residue(t, needle)
+}
 
 type pgRaw struct{ conn *pgx.Conn }
 
