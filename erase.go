@@ -21,6 +21,10 @@ type Erasure struct {
 	Count          int64     `json:"count"`
 	KeyFingerprint string    `json:"key_fingerprint"`
 	Timestamp      time.Time `json:"timestamp"`
+	// KEKVersion is the newest KEK version that wrapped a key the erasure
+	// destroyed (0 when the KEK does not say): once a KEK trim removes
+	// every version up to it, no copy of those keys can be unwrapped.
+	KEKVersion uint64 `json:"kek_version,omitempty"`
 	*Receipt
 }
 
@@ -87,8 +91,15 @@ func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (
 	nonce := proofs.NewNonce()
 	var leaf []byte
 	var eventID string
+	var kekVersion uint64
 	er, err := db.store.EraseKey(ctx, spec, func(er *store.Erasure) ([]store.Event, error) {
+		var kek string
+		kekVersion, kek = db.kekVersionOf(er.Destroyed)
 		ev, err := db.event(ctx, proofs.EventKeyErase, spec.Memory, func(l *proofs.Leaf) {
+			if kekVersion > 0 {
+				v := kekVersion
+				l.KEK, l.KEKVersion = kek, &v
+			}
 			n := uint64(er.Count)
 			l.Count = &n
 			for i, k := range er.Destroyed {
@@ -115,7 +126,7 @@ func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (
 		return nil, err
 	}
 	r.SubjectNonce = hex.EncodeToString(nonce)
-	return &Erasure{Count: er.Count, KeyFingerprint: er.Fingerprint, Timestamp: now.Truncate(time.Second), Receipt: r}, nil
+	return &Erasure{Count: er.Count, KeyFingerprint: er.Fingerprint, Timestamp: now.Truncate(time.Second), KEKVersion: kekVersion, Receipt: r}, nil
 }
 
 // destroyer is a KEK that can destroy the KEK of one data key (Vault

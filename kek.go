@@ -6,6 +6,8 @@ import (
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/internal/store"
 )
 
 // VaultConfig configures the Vault transit KEK: address, token (read by the
@@ -19,13 +21,36 @@ func NewVaultKEK(cfg VaultConfig) (KeyWrapper, error) {
 	return keys.NewVaultWrapper(cfg)
 }
 
-// rotator is a KEK whose versions can be rotated, rewrapped and trimmed
-// (Vault transit in shared mode).
+// rotator is a KEK whose versions can be rotated, rewrapped and trimmed:
+// Vault transit in shared-key mode, and the local age KEK.
 type rotator interface {
 	Rotate(ctx context.Context) error
 	Rewrap(ctx context.Context, wrapped []byte) ([]byte, error)
 	LatestVersion(ctx context.Context) (int, error)
 	Trim(ctx context.Context, keepFrom int) error
+}
+
+// versioner is a KEK whose wrapped keys say which KEK version made them.
+// KEKName names the KEK in audit events.
+type versioner interface {
+	KEKVersion(wrapped []byte) (int, bool)
+	KEKName() string
+}
+
+// kekVersionOf returns the newest KEK version among wrapped keys, and the
+// KEK's name; 0 and "" when the KEK does not tell.
+func (db *DB) kekVersionOf(recs []keys.Record) (uint64, string) {
+	vr, ok := db.kek.(versioner)
+	if !ok {
+		return 0, ""
+	}
+	var top uint64
+	for _, r := range recs {
+		if v, ok := vr.KEKVersion(r.Wrapped); ok {
+			top = max(top, uint64(v))
+		}
+	}
+	return top, vr.KEKName()
 }
 
 // RotateOptions configures RotateKEK.
@@ -38,24 +63,48 @@ type RotateOptions struct {
 
 // Rotation reports a RotateKEK.
 type Rotation struct {
+	// KEK names the rotated key-encryption key.
+	KEK string `json:"kek"`
 	// Version is the KEK version every live data key is now wrapped under.
 	Version int `json:"version"`
 	// Rewrapped counts the live data keys rewrapped.
 	Rewrapped int `json:"rewrapped"`
-	// TrimmedBelow is the oldest KEK version still available.
+	// TrimmedBelow is the oldest KEK version still available: every
+	// version below it is destroyed.
 	TrimmedBelow int `json:"trimmed_below"`
+	// RotateEventID names the kek.rotate audit event.
+	RotateEventID string `json:"rotate_event_id"`
+	// Trim is the receipt of the kek.trim audit event, with its proof: with
+	// an erasure's proof whose kek_version is below TrimmedBelow, it shows
+	// every copy of the erased keys dead ("lethe verify --finality").
+	Trim *Receipt `json:"trim"`
 }
+
+// maxRewrapPasses bounds the passes over the live keys a rotation makes
+// before trimming: a pass after the first finds only keys another process
+// wrapped under an old version while the rotation ran.
+const maxRewrapPasses = 4
 
 // RotateKEK rotates the KEK, rewraps every live data key under the new
 // version, and trims KEK versions older than the Keep newest. Backups
 // taken before the trim hold data keys wrapped under trimmed versions:
 // they no longer decrypt, which bounds how long an erased key survives in
-// backups (the backup horizon).
+// backups and residue (the horizon). The rotation and the trim are each
+// appended to the audit log (kek.rotate, kek.trim).
+//
+// With the local age KEK, rotate while no other process writes to the same
+// data directory, or through the running server: another process sees the
+// new identity file at its next wrap, but a key it wraps under the old
+// version after the last rewrap pass and before the trim would be lost.
 func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, error) {
 	r, ok := db.kek.(rotator)
 	if !ok {
 		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Message: "this KEK cannot be rotated",
-			Hint: "rotation needs Vault transit in shared-key mode; the local age KEK is rotated by re-keying the data dir"}
+			Hint: "rotation needs the local age KEK or Vault transit in shared-key mode"}
+	}
+	if v, ok := db.kek.(interface{ Dedicated() bool }); ok && v.Dedicated() {
+		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Message: "this KEK cannot be rotated",
+			Hint: "in dedicated-key mode each data key has its own transit key, deleted on erase"}
 	}
 	if opts.Keep == 0 {
 		opts.Keep = 1
@@ -63,6 +112,10 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 	if opts.Keep < 1 {
 		return nil, grains.FieldError(grains.CodeInvalidArgument, "keep", "must be at least 1")
 	}
+	if !db.rotating.CompareAndSwap(false, true) {
+		return nil, grains.Errorf(grains.CodeConflict, "a KEK rotation is already running")
+	}
+	defer db.rotating.Store(false)
 	if err := r.Rotate(ctx); err != nil {
 		return nil, kekErr(err)
 	}
@@ -70,38 +123,84 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 	if err != nil {
 		return nil, kekErr(err)
 	}
-	out := &Rotation{Version: latest}
-	var after int64
-	for {
-		page, err := db.store.LiveKeyPage(ctx, after, 500)
+	_, name := db.kekVersionOf(nil)
+	if name == "" {
+		name = "kek"
+	}
+	out := &Rotation{KEK: name, Version: latest}
+	v := uint64(latest)
+	rot, err := db.event(ctx, proofs.EventKEKRotate, "", func(l *proofs.Leaf) { l.KEK, l.KEKVersion = name, &v })
+	if err != nil {
+		return nil, err
+	}
+	if err := db.store.AppendEvents(ctx, db.now().UTC().UnixMicro(), []store.Event{rot}); err != nil {
+		return nil, err
+	}
+	out.RotateEventID = rot.ID
+	vr, _ := db.kek.(versioner)
+	for pass := 0; pass < maxRewrapPasses; pass++ {
+		n, err := db.rewrapAll(ctx, r, vr, latest)
 		if err != nil {
 			return nil, err
 		}
-		if len(page) == 0 {
+		out.Rewrapped += n
+		if n == 0 && pass > 0 {
 			break
-		}
-		for _, k := range page {
-			after = k.ID
-			nw, err := r.Rewrap(ctx, k.Wrapped)
-			if err != nil {
-				return nil, kekErr(err)
-			}
-			// Compare-and-swap: a key erased meanwhile stays erased.
-			ok, err := db.store.ReplaceWrapped(ctx, k.ID, k.Wrapped, nw)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				out.Rewrapped++
-			}
 		}
 	}
 	out.TrimmedBelow = max(1, latest-opts.Keep+1)
 	if err := r.Trim(ctx, out.TrimmedBelow); err != nil {
 		return nil, kekErr(err)
 	}
+	minV := uint64(out.TrimmedBelow)
+	trim, err := db.event(ctx, proofs.EventKEKTrim, "", func(l *proofs.Leaf) { l.KEK, l.KEKMinVersion = name, &minV })
+	if err != nil {
+		return nil, err
+	}
+	if err := db.store.AppendEvents(ctx, db.now().UTC().UnixMicro(), []store.Event{trim}); err != nil {
+		return nil, err
+	}
+	if out.Trim, err = db.receipt(ctx, trim.ID, trim.Leaf); err != nil {
+		return nil, err
+	}
 	// Cached unwrapped keys are unchanged by a rewrap; nothing to purge.
 	return out, nil
+}
+
+// rewrapAll rewraps every live data key not yet under KEK version latest
+// and returns how many it rewrapped.
+func (db *DB) rewrapAll(ctx context.Context, r rotator, vr versioner, latest int) (int, error) {
+	n := 0
+	var after int64
+	for {
+		page, err := db.store.LiveKeyPage(ctx, after, 500)
+		if err != nil {
+			return n, err
+		}
+		if len(page) == 0 {
+			return n, nil
+		}
+		for _, k := range page {
+			after = k.ID
+			if vr != nil {
+				if v, ok := vr.KEKVersion(k.Wrapped); ok && v >= latest {
+					continue
+				}
+			}
+			nw, err := r.Rewrap(ctx, k.Wrapped)
+			if err != nil {
+				return n, kekErr(err)
+			}
+			// Compare-and-swap: a key erased meanwhile stays erased.
+			ok, err := db.store.ReplaceWrapped(ctx, k.ID, k.Wrapped, nw)
+			if err != nil {
+				return n, err
+			}
+			if ok {
+				n++
+			}
+		}
+	}
 }
 
 func kekErr(err error) error {

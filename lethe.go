@@ -128,6 +128,7 @@ type DB struct {
 	closed        atomic.Bool
 
 	kek           keys.Wrapper
+	rotating      atomic.Bool // a KEK rotation runs
 	epochs        epochs
 	cleanKick     chan struct{}
 	cleanerPaused atomic.Bool

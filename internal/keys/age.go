@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -8,7 +9,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"filippo.io/age"
 )
@@ -16,16 +21,44 @@ import (
 // AgeWrapper wraps data keys to a local age X25519 identity: the embedded
 // default KEK. The identity file must stay private (mode 0600); whoever reads
 // it together with the store reads every live grain.
+//
+// # Versions
+//
+// The KEK has versions, like a Vault transit key: the file holds one
+// identity per version still usable, each after a "# version N" line (a file
+// without such lines holds version 1). New keys are wrapped to the newest
+// version, and the wrapped form says which ("lethe-kek:v2\n" followed by
+// the age file; a wrapped key without the prefix is version 1). Rotate adds
+// a version, Rewrap moves a wrapped key to the newest, Trim rewrites the
+// file without the old versions: every copy of a key wrapped under them
+// (residue, a backup) then stays undecryptable, unless a copy of the old
+// file survives too.
+//
+// The file is reread when it changes on disk, so a rotation by another
+// process (lethe keys rotate beside a running server) is seen by the next
+// wrap; see RotateKEK for the remaining window.
 type AgeWrapper struct {
-	id *age.X25519Identity
+	path string
+
+	mu      sync.Mutex
+	ids     map[int]*age.X25519Identity
+	latest  int
+	modTime time.Time
+	size    int64
 }
 
 var _ Wrapper = (*AgeWrapper)(nil)
 
-// LoadOrCreateAgeIdentity reads the age identity at path, creating it (mode
-// 0600) if it does not exist.
+// agePrefix starts a wrapped key of a version above 1.
+const agePrefix = "lethe-kek:v"
+
+const ageFileHeader = "# lethe local KEK (age X25519 identities, one per version); keep private\n"
+
+// LoadOrCreateAgeIdentity reads the age identity file at path, creating it
+// (mode 0600, version 1) if it does not exist.
 func LoadOrCreateAgeIdentity(path string) (*AgeWrapper, error) {
-	b, err := os.ReadFile(path)
+	w := &AgeWrapper{path: path}
+	_, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		id, err := age.GenerateX25519Identity()
 		if err != nil {
@@ -38,8 +71,7 @@ func LoadOrCreateAgeIdentity(path string) (*AgeWrapper, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create age identity: %w", err)
 		}
-		content := "# lethe local KEK (age X25519 identity); keep private\n# public key: " + id.Recipient().String() + "\n" + id.String() + "\n"
-		if _, err := f.WriteString(content); err != nil {
+		if _, err := f.WriteString(encodeAgeFile(map[int]*age.X25519Identity{1: id})); err != nil {
 			f.Close()
 			return nil, fmt.Errorf("write age identity: %w", err)
 		}
@@ -50,30 +82,159 @@ func LoadOrCreateAgeIdentity(path string) (*AgeWrapper, error) {
 		if err := f.Close(); err != nil {
 			return nil, fmt.Errorf("write age identity: %w", err)
 		}
-		return &AgeWrapper{id: id}, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, fmt.Errorf("read age identity: %w", err)
 	}
-	ids, err := age.ParseIdentities(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("parse age identity %s: %w", path, err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.reloadLocked(true); err != nil {
+		return nil, err
 	}
-	for _, i := range ids {
-		if x, ok := i.(*age.X25519Identity); ok {
-			return &AgeWrapper{id: x}, nil
-		}
-	}
-	return nil, fmt.Errorf("parse age identity %s: no X25519 identity", path)
+	return w, nil
 }
 
-// Recipient returns the public half of the identity.
-func (w *AgeWrapper) Recipient() string { return w.id.Recipient().String() }
+// encodeAgeFile writes ids, oldest version first.
+func encodeAgeFile(ids map[int]*age.X25519Identity) string {
+	var b strings.Builder
+	b.WriteString(ageFileHeader)
+	for v := range maxVersion(ids) + 1 {
+		id, ok := ids[v]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "# version %d, public key: %s\n%s\n", v, id.Recipient(), id)
+	}
+	return b.String()
+}
 
-// Wrap encrypts dk to the identity's recipient.
+func maxVersion(ids map[int]*age.X25519Identity) int {
+	m := 0
+	for v := range ids {
+		m = max(m, v)
+	}
+	return m
+}
+
+// parseAgeFile reads the identities of an identity file by version.
+func parseAgeFile(b []byte) (map[int]*age.X25519Identity, error) {
+	ids := map[int]*age.X25519Identity{}
+	version := 0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if rest, ok := strings.CutPrefix(line, "# version "); ok {
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.Atoi(n)
+			if err != nil || v < 1 {
+				return nil, fmt.Errorf("bad version line %q", line)
+			}
+			version = v
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		id, err := age.ParseX25519Identity(line)
+		if err != nil {
+			return nil, errors.New("a line is not an age X25519 identity")
+		}
+		v := version
+		if v == 0 {
+			v = 1 // a file of before versions
+		}
+		if _, dup := ids[v]; dup {
+			return nil, fmt.Errorf("version %d given twice", v)
+		}
+		ids[v] = id
+		version = 0
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("no X25519 identity")
+	}
+	return ids, nil
+}
+
+// reloadLocked rereads the file if it changed since the last read (or
+// always, with force).
+func (w *AgeWrapper) reloadLocked(force bool) error {
+	st, err := os.Stat(w.path)
+	if err != nil {
+		return fmt.Errorf("read age identity: %w", err)
+	}
+	if !force && st.ModTime().Equal(w.modTime) && st.Size() == w.size {
+		return nil
+	}
+	b, err := os.ReadFile(w.path)
+	if err != nil {
+		return fmt.Errorf("read age identity: %w", err)
+	}
+	ids, err := parseAgeFile(b)
+	if err != nil {
+		return fmt.Errorf("parse age identity %s: %w", w.path, err)
+	}
+	w.ids, w.latest, w.modTime, w.size = ids, maxVersion(ids), st.ModTime(), st.Size()
+	return nil
+}
+
+// current returns the newest identity and its version, rereading the file
+// if it changed.
+func (w *AgeWrapper) current() (*age.X25519Identity, int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.reloadLocked(false); err != nil {
+		return nil, 0, err
+	}
+	return w.ids[w.latest], w.latest, nil
+}
+
+// identity returns the identity of version v.
+func (w *AgeWrapper) identity(v int) (*age.X25519Identity, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Reread a changed file first: a version trimmed by another process
+	// must stop unwrapping here too.
+	if err := w.reloadLocked(false); err != nil {
+		return nil, err
+	}
+	id, ok := w.ids[v]
+	if !ok {
+		return nil, fmt.Errorf("age unwrap: KEK version %d: %w", v, ErrKEKVersionTrimmed)
+	}
+	return id, nil
+}
+
+// ErrKEKVersionTrimmed means a wrapped key was made with a KEK version that
+// no longer exists: trimmed after a rotation (by design: a copy from before
+// the horizon), or never known here.
+var ErrKEKVersionTrimmed = errors.New("KEK version trimmed")
+
+// Recipient returns the public half of the newest identity.
+func (w *AgeWrapper) Recipient() string {
+	id, _, err := w.current()
+	if err != nil {
+		return ""
+	}
+	return id.Recipient().String()
+}
+
+// Wrap encrypts dk to the newest identity's recipient.
 func (w *AgeWrapper) Wrap(_ context.Context, _ Ref, dk []byte) ([]byte, error) {
+	id, v, err := w.current()
+	if err != nil {
+		return nil, err
+	}
+	return ageWrap(id, v, dk)
+}
+
+func ageWrap(id *age.X25519Identity, v int, dk []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	wc, err := age.Encrypt(&buf, w.id.Recipient())
+	if v > 1 {
+		buf.WriteString(agePrefix + strconv.Itoa(v) + "\n")
+	}
+	wc, err := age.Encrypt(&buf, id.Recipient())
 	if err != nil {
 		return nil, fmt.Errorf("age wrap: %w", err)
 	}
@@ -86,9 +247,44 @@ func (w *AgeWrapper) Wrap(_ context.Context, _ Ref, dk []byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Unwrap decrypts a wrapped key.
+// AgeKEKVersion returns the KEK version a wrapped key names and the age
+// file after the prefix.
+func AgeKEKVersion(wrapped []byte) (int, []byte, bool) {
+	rest, ok := bytes.CutPrefix(wrapped, []byte(agePrefix))
+	if !ok {
+		return 1, wrapped, true
+	}
+	n, body, ok := bytes.Cut(rest, []byte("\n"))
+	if !ok {
+		return 0, nil, false
+	}
+	v, err := strconv.Atoi(string(n))
+	if err != nil || v < 2 {
+		return 0, nil, false
+	}
+	return v, body, true
+}
+
+// KEKVersion returns the KEK version wrapped was made with.
+func (w *AgeWrapper) KEKVersion(wrapped []byte) (int, bool) {
+	v, _, ok := AgeKEKVersion(wrapped)
+	return v, ok
+}
+
+// KEKName names this KEK in audit events.
+func (w *AgeWrapper) KEKName() string { return "age-local" }
+
+// Unwrap decrypts a wrapped key with the identity of its version.
 func (w *AgeWrapper) Unwrap(_ context.Context, _ Ref, wrapped []byte) ([]byte, error) {
-	r, err := age.Decrypt(bytes.NewReader(wrapped), w.id)
+	v, body, ok := AgeKEKVersion(wrapped)
+	if !ok {
+		return nil, errors.New("age unwrap: bad KEK version prefix")
+	}
+	id, err := w.identity(v)
+	if err != nil {
+		return nil, err
+	}
+	r, err := age.Decrypt(bytes.NewReader(body), id)
 	if err != nil {
 		return nil, fmt.Errorf("age unwrap: %w", err)
 	}
@@ -102,7 +298,121 @@ func (w *AgeWrapper) Unwrap(_ context.Context, _ Ref, wrapped []byte) ([]byte, e
 	return dk, nil
 }
 
+// Rotate adds a new version to the identity file; new wraps use it. Keys
+// wrapped under older versions still unwrap until Trim.
+func (w *AgeWrapper) Rotate(context.Context) error {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		return fmt.Errorf("generate age identity: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.reloadLocked(true); err != nil {
+		return err
+	}
+	next := make(map[int]*age.X25519Identity, len(w.ids)+1)
+	for v, i := range w.ids {
+		next[v] = i
+	}
+	next[w.latest+1] = id
+	return w.writeLocked(next)
+}
+
+// writeLocked replaces the identity file with ids: a new file (mode 0600)
+// synced and renamed over the old one, the directory synced.
+func (w *AgeWrapper) writeLocked(ids map[int]*age.X25519Identity) error {
+	dir := filepath.Dir(w.path)
+	f, err := os.CreateTemp(dir, ".kek-*.tmp")
+	if err != nil {
+		return fmt.Errorf("write age identity: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("write age identity: %w", err)
+	}
+	if _, err := f.WriteString(encodeAgeFile(ids)); err != nil {
+		f.Close()
+		return fmt.Errorf("write age identity: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write age identity: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write age identity: %w", err)
+	}
+	if err := os.Rename(tmp, w.path); err != nil {
+		return fmt.Errorf("write age identity: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return w.reloadLocked(true)
+}
+
+// Rewrap re-encrypts a wrapped key to the newest version.
+func (w *AgeWrapper) Rewrap(ctx context.Context, wrapped []byte) ([]byte, error) {
+	dk, err := w.Unwrap(ctx, Ref{}, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	id, v, err := w.current()
+	if err != nil {
+		return nil, err
+	}
+	return ageWrap(id, v, dk)
+}
+
+// LatestVersion returns the newest version.
+func (w *AgeWrapper) LatestVersion(context.Context) (int, error) {
+	_, v, err := w.current()
+	return v, err
+}
+
+// MinVersion returns the oldest version still in the file: the oldest
+// whose wrapped keys still unwrap.
+func (w *AgeWrapper) MinVersion(context.Context) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.reloadLocked(false); err != nil {
+		return 0, err
+	}
+	m := w.latest
+	for v := range w.ids {
+		m = min(m, v)
+	}
+	return m, nil
+}
+
+// Trim removes every version below keepFrom from the identity file. The
+// old file is replaced (renamed over), so no file of the data directory
+// holds the old identities afterwards.
+func (w *AgeWrapper) Trim(_ context.Context, keepFrom int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.reloadLocked(true); err != nil {
+		return err
+	}
+	if keepFrom < 1 || keepFrom > w.latest {
+		return fmt.Errorf("age trim: keep-from version %d outside 1..%d", keepFrom, w.latest)
+	}
+	next := map[int]*age.X25519Identity{}
+	for v, id := range w.ids {
+		if v >= keepFrom {
+			next[v] = id
+		}
+	}
+	if len(next) == len(w.ids) {
+		return nil
+	}
+	return w.writeLocked(next)
+}
+
 // String describes the wrapper without secrets.
 func (w *AgeWrapper) String() string {
-	return "age-local(" + strings.TrimPrefix(w.Recipient(), "age1")[:12] + "…)"
+	r := strings.TrimPrefix(w.Recipient(), "age1")
+	return "age-local(" + r[:min(12, len(r))] + "…)"
 }

@@ -406,6 +406,31 @@ func VaultKeyVersion(wrapped []byte) (int, bool) {
 	return n, true
 }
 
+// KEKVersion returns the transit key version wrapped was made with.
+func (w *VaultWrapper) KEKVersion(wrapped []byte) (int, bool) { return VaultKeyVersion(wrapped) }
+
+// KEKName names this KEK in audit events: "vault-transit:" and the shared
+// key's name ("vault-transit" when the name is not a plain word, or in
+// dedicated-key mode).
+func (w *VaultWrapper) KEKName() string {
+	if w.cfg.Dedicated || !kekNamePattern.MatchString(w.cfg.KeyName) {
+		return "vault-transit"
+	}
+	return "vault-transit:" + w.cfg.KeyName
+}
+
+var kekNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,48}$`)
+
+// MinVersion returns the oldest version of the shared transit key that
+// still decrypts. Shared mode only.
+func (w *VaultWrapper) MinVersion(ctx context.Context) (int, error) {
+	st, err := w.KeyState(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return max(1, st.MinDecryptionVersion, st.MinAvailableVersion), nil
+}
+
 // VaultKeyState is what Vault reports about the shared transit key's
 // versions.
 type VaultKeyState struct {

@@ -24,6 +24,7 @@ const (
 	CheckPinned              Check = "pinned_checkpoint"    // the pinned checkpoint does not open
 	CheckConsistency         Check = "consistency"          // the checkpoint does not extend the pinned one
 	CheckSubject             Check = "subject_commitment"   // the subject and nonce do not give the leaf's commitment
+	CheckFinality            Check = "finality"             // an erasure and a trim event do not show the erased keys dead
 )
 
 // CheckError is implemented by every error [Verify] returns.
@@ -225,3 +226,22 @@ func (e *SubjectCommitmentError) Error() string {
 
 // Check returns [CheckSubject].
 func (e *SubjectCommitmentError) Check() Check { return CheckSubject }
+
+// FinalityError reports that an erasure proof and a KEK trim proof, each
+// valid, do not together show that every copy of the erased keys is dead:
+// a wrong event type, a missing KEK version, another KEK, a trim logged
+// before the erasure, or a trim that keeps the erasure's KEK version.
+type FinalityError struct {
+	// Reason says which condition failed.
+	Reason string
+	// ErasureKEKVersion and TrimMinVersion are the versions compared, 0
+	// when absent.
+	ErasureKEKVersion, TrimMinVersion uint64
+}
+
+func (e *FinalityError) Error() string {
+	return fmt.Sprintf("%s: %s (erasure kek_version %d, trim kek_min_version %d)", e.Check(), e.Reason, e.ErasureKEKVersion, e.TrimMinVersion)
+}
+
+// Check returns [CheckFinality].
+func (e *FinalityError) Check() Check { return CheckFinality }

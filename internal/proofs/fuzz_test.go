@@ -20,6 +20,14 @@ func FuzzParseLeaf(f *testing.F) {
 	for _, b := range l.Leaves {
 		f.Add(b)
 	}
+	r := prooftest.NewRand("fuzz kek")
+	for i, rotate := range []bool{true, false} {
+		b, err := prooftest.SampleKEKLeaf(r, i, rotate, 3).Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Add([]byte(`{"v":1}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		leaf, err := proofs.ParseLeaf(in)

@@ -31,14 +31,20 @@ const (
 	EventErasureRefused EventType = "erasure.refused" // a destructive call refused
 	EventPolicyRun      EventType = "policy.run"      // a forgetting policy ran
 	EventSubjectExport  EventType = "subject.export"  // a user's grains disclosed in a subject access export
+	EventKEKRotate      EventType = "kek.rotate"      // a new KEK version, live data keys rewrapped
+	EventKEKTrim        EventType = "kek.trim"        // KEK versions below KEKMinVersion destroyed
 )
 
 // EventTypes lists every known event type.
 var EventTypes = []EventType{
 	EventGrainForget, EventGrainSupersede, EventGrainArchive, EventGrainPurge,
 	EventKeyCreate, EventKeyErase, EventHoldSet, EventHoldRelease,
-	EventErasureRefused, EventPolicyRun, EventSubjectExport,
+	EventErasureRefused, EventPolicyRun, EventSubjectExport, EventKEKRotate, EventKEKTrim,
 }
+
+// kekEvent reports whether t concerns the key-encryption key as a whole,
+// not one memory: its leaf's memory is "".
+func (t EventType) kekEvent() bool { return t == EventKEKRotate || t == EventKEKTrim }
 
 // Known reports whether t is one of [EventTypes].
 func (t EventType) Known() bool { return slices.Contains(EventTypes, t) }
@@ -65,7 +71,8 @@ var (
 //	 "time":"<YYYY-MM-DDTHH:MM:SSZ>","actor":"<token id or local>",
 //	 "hashes":["<64 hex>",...],"count":<n>,"digest":"<64 hex>",
 //	 "key_fingerprints":["<64 hex>",...],"commitment":"<64 hex>",
-//	 "policy":"<name>","hold":"<id>","reason":"<code>"}
+//	 "policy":"<name>","hold":"<id>","reason":"<code>",
+//	 "kek":"<kek name>","kek_version":<n>,"kek_min_version":<n>}
 //
 // Hex is lowercase. Strings are identifiers matching fixed patterns, so
 // they never need escaping and never hold free text.
@@ -102,6 +109,19 @@ type Leaf struct {
 	// Reason is a reason code (a lowercase word such as "held"), never
 	// free text.
 	Reason string
+	// KEK names the key-encryption key ("age-local",
+	// "vault-transit:NAME") whose versions KEKVersion and KEKMinVersion
+	// count.
+	KEK string
+	// KEKVersion is, for a key.erase event, the newest KEK version that
+	// wrapped a key the erasure destroyed: once every version up to it is
+	// trimmed, no copy of those keys (residue, WAL archive, replica,
+	// backup) can be unwrapped. For a kek.rotate event it is the new
+	// version.
+	KEKVersion *uint64
+	// KEKMinVersion is, for a kek.trim event, the oldest KEK version still
+	// able to unwrap: every version below it is destroyed.
+	KEKMinVersion *uint64
 }
 
 // GrainCount returns Count when it is set, else len(Hashes). It is the
@@ -136,7 +156,20 @@ func (l *Leaf) Validate() error {
 	if !l.Type.Known() {
 		return fmt.Errorf("leaf: unknown event type %q", l.Type)
 	}
-	if !memoryPattern.MatchString(l.Memory) {
+	if l.Type.kekEvent() {
+		if l.Memory != "" {
+			return errors.New("leaf: a KEK event names no memory")
+		}
+		if l.KEK == "" {
+			return errors.New("leaf: a KEK event names its KEK")
+		}
+		if l.Type == EventKEKRotate && l.KEKVersion == nil {
+			return errors.New("leaf: kek.rotate requires kek_version")
+		}
+		if l.Type == EventKEKTrim && l.KEKMinVersion == nil {
+			return errors.New("leaf: kek.trim requires kek_min_version")
+		}
+	} else if !memoryPattern.MatchString(l.Memory) {
 		return errors.New("leaf: memory must be a memory name")
 	}
 	if l.Time.Location() != time.UTC {
@@ -187,6 +220,17 @@ func (l *Leaf) Validate() error {
 	if l.Reason != "" && !reasonPattern.MatchString(l.Reason) {
 		return errors.New("leaf: reason must be a lowercase code word")
 	}
+	if l.KEK != "" && !idPattern.MatchString(l.KEK) {
+		return errors.New("leaf: kek must be a KEK name")
+	}
+	if (l.KEKVersion != nil || l.KEKMinVersion != nil) && l.KEK == "" {
+		return errors.New("leaf: KEK versions require kek")
+	}
+	for _, v := range []*uint64{l.KEKVersion, l.KEKMinVersion} {
+		if v != nil && (*v < 1 || *v > 1<<31) {
+			return fmt.Errorf("leaf: KEK version %d out of range", *v)
+		}
+	}
 	return nil
 }
 
@@ -227,6 +271,17 @@ func (l *Leaf) Marshal() ([]byte, error) {
 		if f.value != "" {
 			b = appendField(b, f.name, f.value)
 		}
+	}
+	if l.KEK != "" {
+		b = appendField(b, "kek", l.KEK)
+	}
+	if l.KEKVersion != nil {
+		b = append(b, `,"kek_version":`...)
+		b = strconv.AppendUint(b, *l.KEKVersion, 10)
+	}
+	if l.KEKMinVersion != nil {
+		b = append(b, `,"kek_min_version":`...)
+		b = strconv.AppendUint(b, *l.KEKMinVersion, 10)
 	}
 	return append(b, '}'), nil
 }
@@ -341,6 +396,16 @@ func scanLeaf(b []byte) (*Leaf, error) {
 			l.Hold, err = s.str()
 		case "reason":
 			l.Reason, err = s.str()
+		case "kek":
+			l.KEK, err = s.str()
+		case "kek_version":
+			var n uint64
+			n, err = s.uint()
+			l.KEKVersion = &n
+		case "kek_min_version":
+			var n uint64
+			n, err = s.uint()
+			l.KEKMinVersion = &n
 		default:
 			return nil, fmt.Errorf("unknown field %q", name)
 		}

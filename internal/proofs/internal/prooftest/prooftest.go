@@ -137,11 +137,27 @@ var Epoch = time.Date(2026, 11, 21, 10, 15, 30, 0, time.UTC)
 // personal data.
 const Subject = "acme/prod/bot1"
 
+// sampleTypes are the event types SampleLeaf cycles through: the types of
+// the first leaf format, so that the checked-in vectors stay as they were
+// generated. The KEK events are made by SampleKEKLeaf.
+var sampleTypes = proofs.EventTypes[:10]
+
+// SampleKEKLeaf returns a kek.rotate (rotate set) or kek.trim event at
+// minute i, for KEK version v.
+func SampleKEKLeaf(r *Rand, i int, rotate bool, v uint64) *proofs.Leaf {
+	l := &proofs.Leaf{V: proofs.LeafVersion, ID: r.Hex(fmt.Sprintf("event id %d", i), 16), Type: proofs.EventKEKTrim,
+		Time: Epoch.Add(time.Duration(i) * time.Minute), Actor: "local", KEK: "age-local", KEKMinVersion: &v}
+	if rotate {
+		l.Type, l.KEKMinVersion, l.KEKVersion = proofs.EventKEKRotate, nil, &v
+	}
+	return l
+}
+
 // SampleLeaf returns the i-th of a deterministic series of events, cycling
 // through every event type. Erasures commit to [Subject] with the nonce
 // r.Bytes("nonce <i>", 32).
 func SampleLeaf(r *Rand, i int) *proofs.Leaf {
-	types := proofs.EventTypes
+	types := sampleTypes
 	l := &proofs.Leaf{
 		V:      proofs.LeafVersion,
 		ID:     r.Hex(fmt.Sprintf("event id %d", i), 16),
