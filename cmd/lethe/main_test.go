@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
@@ -45,6 +46,31 @@ func TestScripts(t *testing.T) {
 				ts.Check(err)
 				ts.Defer(func() { ln.Close() })
 				ts.Setenv(args[0], ln.Addr().String())
+			},
+			// jsonget NAME FILE a.b.c sets $NAME to the value at a.b.c of
+			// the JSON object in FILE (a string as is, else its JSON).
+			"jsonget": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 3 {
+					ts.Fatalf("usage: jsonget NAME FILE PATH")
+				}
+				var v any
+				ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[1])), &v))
+				for _, k := range strings.Split(args[2], ".") {
+					m, ok := v.(map[string]any)
+					if !ok {
+						ts.Fatalf("jsonget: %s: no object at %q", args[2], k)
+					}
+					if v, ok = m[k]; !ok {
+						ts.Fatalf("jsonget: %s: no field %q", args[2], k)
+					}
+				}
+				if s, ok := v.(string); ok {
+					ts.Setenv(args[0], s)
+					return
+				}
+				b, err := json.Marshal(v)
+				ts.Check(err)
+				ts.Setenv(args[0], string(b))
 			},
 		},
 	})

@@ -42,6 +42,15 @@ Flags:
   --subject-file FILE   read the subject from FILE instead (keeps it out of
                         the process list and shell history)
   --nonce HEX           the subject_nonce returned with the erasure
+  --finality FILE       a later kek.trim event's proof: with PROOF an erasure
+                        (key.erase) proof, check that the trim destroyed the
+                        KEK version that wrapped the erased keys, and that the
+                        trim's checkpoint extends the erasure's (the trim proof
+                        must carry a consistency proof from the erasure's tree
+                        size, or give one with --finality-consistency)
+  --finality-consistency FILE
+                        a consistency proof from the erasure proof's tree size
+                        to the trim proof's ("lethe audit consistency")
   --json                print the result as JSON
 `
 
@@ -71,6 +80,19 @@ type verifiedResult struct {
 	KeyName        string  `json:"key_name"`
 	PinnedSize     *uint64 `json:"pinned_size,omitempty"`
 	SubjectChecked bool    `json:"subject_checked"`
+	KEK            string  `json:"kek,omitempty"`
+	KEKVersion     *uint64 `json:"kek_version,omitempty"`
+	// Finality is set when --finality was given and verified.
+	Finality *finalityResult `json:"finality,omitempty"`
+}
+
+type finalityResult struct {
+	Final             bool   `json:"final"`
+	KEK               string `json:"kek"`
+	ErasureKEKVersion uint64 `json:"erasure_kek_version"`
+	TrimMinVersion    uint64 `json:"trim_kek_min_version"`
+	TrimEventID       string `json:"trim_event_id"`
+	TrimTreeSize      uint64 `json:"trim_tree_size"`
 }
 
 // runVerify is "lethe verify". It reads only the files it is given and
@@ -86,6 +108,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		subject     = fs.String("subject", "", "")
 		subjectFile = fs.String("subject-file", "", "")
 		nonceHex    = fs.String("nonce", "", "")
+		finFile     = fs.String("finality", "", "")
+		finConsist  = fs.String("finality-consistency", "", "")
 		asJSON      = fs.Bool("json", false, "")
 	)
 	pos, err := parseVerifyArgs(fs, args)
@@ -148,12 +172,25 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err == nil && *consistFile != "" {
 		err = attachVerifyConsistency(p, *consistFile)
 	}
+	if *finConsist != "" && *finFile == "" {
+		return errors.New("verify: --finality-consistency needs --finality, the trim proof it applies to")
+	}
+	var trim *proofs.Proof
+	if err == nil && *finFile != "" {
+		trim, err = readFinalityProof(*finFile, *finConsist)
+	}
 	var v *proofs.Verified
+	var fin *proofs.Finality
 	if err == nil {
 		v, err = proofs.Verify(p, opts)
 	}
+	if err == nil && trim != nil {
+		if fin, err = proofs.VerifyFinality(p, trim, opts); err != nil {
+			v = nil
+		}
+	}
 	if *asJSON {
-		if jerr := printVerifyJSON(stdout, p, v, err); jerr != nil {
+		if jerr := printVerifyJSON(stdout, p, v, fin, err); jerr != nil {
 			return jerr
 		}
 	}
@@ -169,8 +206,33 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if v.SubjectChecked {
 			fmt.Fprintln(stdout, "OK: the subject and nonce match the event's subject commitment")
 		}
+		if fin != nil {
+			fmt.Fprintf(stdout, "OK: trim event %s (index %d) is in a checkpoint of tree size %d that extends the erasure's\n",
+				fin.Trim.Leaf.ID, trim.LeafIndex, fin.Trim.Checkpoint.Size)
+			fmt.Fprintf(stdout, "FINAL: the erased keys were wrapped under %s version %d and every version below %d is destroyed: no copy of them (database residue, WAL archive, replica, backup) can be unwrapped\n",
+				fin.KEK, fin.ErasureKEKVersion, fin.TrimMinVersion)
+		}
 	}
 	return nil
+}
+
+// readFinalityProof reads the trim proof of --finality and attaches the
+// consistency proof of --finality-consistency, if given.
+func readFinalityProof(file, consistency string) (*proofs.Proof, error) {
+	raw, err := readVerifyInput(file)
+	if err != nil {
+		return nil, fmt.Errorf("verify: finality proof: %w", err)
+	}
+	p, err := proofs.ParseAnyProof(raw)
+	if err != nil {
+		return nil, err
+	}
+	if consistency != "" {
+		if err := attachVerifyConsistency(p, consistency); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 // parseVerifyArgs parses flags that may come before or after positional
@@ -249,7 +311,7 @@ func attachVerifyConsistency(p *proofs.Proof, file string) error {
 }
 
 // printVerifyJSON prints the outcome of a verification as one JSON object.
-func printVerifyJSON(w io.Writer, p *proofs.Proof, v *proofs.Verified, verr error) error {
+func printVerifyJSON(w io.Writer, p *proofs.Proof, v *proofs.Verified, fin *proofs.Finality, verr error) error {
 	r := verifyResult{OK: verr == nil}
 	if verr != nil {
 		r.Check, r.Error = string(proofs.FailedCheck(verr)), verr.Error()
@@ -264,6 +326,11 @@ func printVerifyJSON(w io.Writer, p *proofs.Proof, v *proofs.Verified, verr erro
 		}
 		if v.Pinned != nil {
 			r.Verified.PinnedSize = &v.Pinned.Size
+		}
+		r.Verified.KEK, r.Verified.KEKVersion = v.Leaf.KEK, v.Leaf.KEKVersion
+		if fin != nil {
+			r.Verified.Finality = &finalityResult{Final: true, KEK: fin.KEK, ErasureKEKVersion: fin.ErasureKEKVersion,
+				TrimMinVersion: fin.TrimMinVersion, TrimEventID: fin.Trim.Leaf.ID, TrimTreeSize: fin.Trim.Checkpoint.Size}
 		}
 	}
 	enc := json.NewEncoder(w)
