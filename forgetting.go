@@ -109,6 +109,9 @@ const (
 	policyLadder    = "ladder"
 	policyRetrieval = "retrieval"
 	policyRisk      = "risk"
+	// policyKEK is the scheduled KEK rotation (kek.rotate_every); it
+	// runs once, not per memory, and its events are kek.rotate and kek.trim.
+	policyKEK = "kek-rotate"
 )
 
 // forgetter is a DB's forgetting state.
@@ -1347,12 +1350,14 @@ func (db *DB) exclusive(name string, fn func() error) (bool, error) {
 	return true, fn()
 }
 
-// scheduledPolicy is one policy the scheduler runs on every memory.
+// scheduledPolicy is one policy the scheduler runs on every memory, or
+// once (global).
 type scheduledPolicy struct {
 	name    string
 	enabled bool
 	every   time.Duration
 	run     func(ctx context.Context, memory string) error
+	global  bool
 }
 
 func (db *DB) scheduled() []scheduledPolicy {
@@ -1361,19 +1366,23 @@ func (db *DB) scheduled() []scheduledPolicy {
 		{policyDecay, p.Decay.Enabled, p.Decay.Schedule.Duration(), func(ctx context.Context, m string) error {
 			_, err := db.purgeStale(ctx, PurgeOptions{Memory: m}, false)
 			return err
-		}},
+		}, false},
 		{policyLadder, p.Ladder.Enabled && slices.Contains(p.Ladder.Triggers, TriggerCron), p.Ladder.Schedule.Duration(), func(ctx context.Context, m string) error {
 			_, err := db.archiveLadder(ctx, m, ArchiveOptions{Trigger: TriggerCron}, false)
 			return err
-		}},
+		}, false},
 		{policyRetrieval, p.Retrieval.Enabled, p.Retrieval.Schedule.Duration(), func(ctx context.Context, m string) error {
 			_, err := db.sweepRetrieval(ctx, m)
 			return err
-		}},
+		}, false},
 		{policyRisk, p.Risk.Enabled, p.Risk.Schedule.Duration(), func(ctx context.Context, m string) error {
 			_, err := db.riskSweep(ctx, m, RiskOptions{}, false)
 			return err
-		}},
+		}, false},
+		{policyKEK, p.KEK.RotateEvery > 0, p.KEK.RotateEvery.Duration(), func(ctx context.Context, _ string) error {
+			_, err := db.RotateKEK(ctx, RotateOptions{Keep: p.KEK.Keep})
+			return err
+		}, true},
 	}
 }
 
@@ -1412,6 +1421,9 @@ func (db *DB) runDue(ctx context.Context) {
 		}
 		_, err := db.exclusive("policy:"+p.name, func() error {
 			_, err := db.store.RunScheduled(ctx, p.name, db.now().UTC(), p.every, func(ctx context.Context) error {
+				if p.global {
+					return p.run(ctx, "")
+				}
 				return db.runEverywhere(ctx, p)
 			})
 			return err

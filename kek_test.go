@@ -129,3 +129,28 @@ func TestLocalKEKRotation(t *testing.T) {
 		t.Errorf("erasure after rotation: kek_version %d, want 2", er2.KEKVersion)
 	}
 }
+
+// TestScheduledKEKRotation: a policy with kek.rotate_every rotates the KEK
+// on its schedule (the first run is due at start), with both audit events.
+func TestScheduledKEKRotation(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, lethe.Config{DataDir: dir})
+	_, jane, _ := population(t, db)
+	sched := openDB(t, lethe.Config{DataDir: dir, Policy: policy(t, "kek:\n  rotate_every: 24h\n  keep: 1\n"), Schedule: true})
+	eventually(t, "scheduled rotation", func() bool {
+		return len(leaves(t, sched, proofs.EventKEKTrim, "")) == 1
+	})
+	rot := leaves(t, sched, proofs.EventKEKRotate, "")
+	trim := leaves(t, sched, proofs.EventKEKTrim, "")
+	if len(rot) != 1 || *rot[0].KEKVersion != 2 || *trim[0].KEKMinVersion != 2 || trim[0].KEK != "age-local" || trim[0].Memory != "" {
+		t.Fatalf("rotate %+v, trim %+v", rot, trim)
+	}
+	for id, w := range wrappedKeys(t, dir) {
+		if v, _, _ := keys.AgeKEKVersion(w); v != 2 {
+			t.Errorf("key %d under KEK version %d after the scheduled rotation", id, v)
+		}
+	}
+	if !readable(t, sched, jane[0]) {
+		t.Error("unreadable after the scheduled rotation")
+	}
+}

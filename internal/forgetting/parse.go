@@ -414,6 +414,10 @@ func (p *Policy) Validate() error {
 			pins[i] = re
 		}
 	}
+	if r := p.KEK.RotateEvery; r != 0 && r < MinKEKRotation {
+		v.add("kek.rotate_every", "must be off or at least %s, got %s", MinKEKRotation, r)
+	}
+	v.intRange("kek.keep", p.KEK.Keep, 1, 100)
 	if len(v.problems) > 0 {
 		return &ValidationError{Problems: v.problems}
 	}

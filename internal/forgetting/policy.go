@@ -22,9 +22,24 @@ type Policy struct {
 	Retrieval RetrievalConfig `yaml:"retrieval"`
 	Risk      RiskConfig      `yaml:"risk"`
 	AutoPin   []AutoPin       `yaml:"auto_pin"`
+	KEK       KEKConfig       `yaml:"kek"`
 
 	pins []*regexp.Regexp // AutoPin's patterns, compiled by Validate
 }
+
+// KEKConfig schedules rotations of the key-encryption key: a new KEK
+// version, every live data key rewrapped, versions older than the Keep
+// newest destroyed. RotateEvery is the residue horizon: a copy of an erased
+// key (a backup, a WAL archive, a replica) stays unwrappable at most about
+// RotateEvery * Keep after the erasure.
+type KEKConfig struct {
+	RotateEvery Interval `yaml:"rotate_every"` // 0 (off): rotate only on demand (lethe keys rotate)
+	Keep        int      `yaml:"keep"`         // KEK versions kept usable, the newest included
+}
+
+// MinKEKRotation is the shortest KEK rotation interval: a rotation
+// rewraps every live data key.
+const MinKEKRotation = Interval(time.Hour)
 
 // AutoPin is an auto-pin rule: a grain whose Field matches Pattern (Go
 // regexp syntax, RE2) is pinned when it is written, and a pinned grain
@@ -89,6 +104,7 @@ func Default() *Policy {
 			ProtectedTypes:    []string{"caveat", "goal"},
 			ProtectImportance: DefaultProtectImportance,
 		},
+		KEK: KEKConfig{RotateEvery: 0, Keep: 1},
 	}
 }
 

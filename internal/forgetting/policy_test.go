@@ -204,7 +204,9 @@ func TestValidationErrors(t *testing.T) {
 		{"auto_pin pattern backreference", "auto_pin:\n  - name: a\n    pattern: '(a)\\1'", "auto_pin[0].pattern: does not compile: error parsing regexp: invalid escape sequence: `\\1`", 3},
 		{"auto_pin pattern too long", "auto_pin:\n  - name: a\n    pattern: " + strings.Repeat("a", 1025), "auto_pin[0].pattern: must be at most 1024 bytes, got 1025", 3},
 
-		{"unknown top-level key", "version: 1\nforget: {}", "forget: unknown key; want one of version, decay, ladder, retrieval, risk, auto_pin", 2},
+		{"unknown top-level key", "version: 1\nforget: {}", "forget: unknown key; want one of version, decay, ladder, retrieval, risk, auto_pin, kek", 2},
+		{"kek rotation too often", "kek:\n  rotate_every: 10m", "kek.rotate_every: must be off or at least 1h0m0s, got 10m0s", 2},
+		{"kek keep zero", "kek:\n  keep: 0", "kek.keep: must be in [1,100], got 0", 2},
 		{"unknown nested key", "decay:\n  half_life: 30", "decay.half_life: unknown key; want one of enabled, schedule, curve, half_life_days, decay_per_day, strength_days, threshold, min_age_days, batch, namespace, immune_types", 2},
 		{"unknown rung", "ladder:\n  rungs:\n    delete: true", "ladder.rungs.delete: unknown key; want one of archive, summarize, detach", 3},
 		{"unknown auto_pin key", "auto_pin:\n  - name: a\n    pattern: x\n    regex: y", "auto_pin[0].regex: unknown key; want one of name, field, pattern", 4},
