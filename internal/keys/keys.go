@@ -61,6 +61,15 @@ type Wrapper interface {
 	Unwrap(ctx context.Context, ref Ref, wrapped []byte) ([]byte, error)
 }
 
+// BatchWrapper is a Wrapper that wraps many data keys in one call (Vault
+// transit's batch_input); Keyring.WarmUsers uses it when the KEK has it.
+type BatchWrapper interface {
+	Wrapper
+	// WrapBatch wraps dks[i] for refs[i] and returns the wrapped forms in
+	// order, or a non-nil error (then none is usable).
+	WrapBatch(ctx context.Context, refs []Ref, dks [][]byte) ([][]byte, error)
+}
+
 // Record is a data key as stored: wrapped, with its fingerprint.
 type Record struct {
 	ID          int64

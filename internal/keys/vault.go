@@ -140,6 +140,71 @@ type VaultWrapper struct {
 	// not create it by accident (transit "upserts" keys on encrypt when the
 	// token may create them).
 	keyChecked atomic.Bool
+
+	// calls counts the requests made to Vault (see Calls).
+	calls atomic.Int64
+}
+
+// Calls returns how many requests this wrapper made to Vault for wrapping,
+// unwrapping and rewrapping data keys (for measurements).
+func (w *VaultWrapper) Calls() int64 { return w.calls.Load() }
+
+// maxBatch bounds the keys of one transit batch request.
+const maxBatch = 500
+
+// WrapBatch wraps many data keys: in shared-key mode with one transit
+// encrypt call per 500 keys (batch_input), in dedicated mode one key at a
+// time (each has its own transit key).
+func (w *VaultWrapper) WrapBatch(ctx context.Context, refs []Ref, dks [][]byte) ([][]byte, error) {
+	if len(refs) != len(dks) {
+		return nil, fmt.Errorf("vault wrap: %d refs for %d keys", len(refs), len(dks))
+	}
+	out := make([][]byte, len(dks))
+	if w.cfg.Dedicated {
+		for i := range dks {
+			var err error
+			if out[i], err = w.Wrap(ctx, refs[i], dks[i]); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if err := w.checkSharedKey(ctx); err != nil {
+		return nil, err
+	}
+	name := w.cfg.KeyName
+	for start := 0; start < len(dks); start += maxBatch {
+		part := dks[start:min(start+maxBatch, len(dks))]
+		in := make([]map[string]any, len(part))
+		for i, dk := range part {
+			if len(dk) != KeySize {
+				return nil, fmt.Errorf("vault wrap: key is %d bytes, want %d", len(dk), KeySize)
+			}
+			in[i] = map[string]any{"plaintext": base64.StdEncoding.EncodeToString(dk)}
+		}
+		w.calls.Add(1)
+		s, err := w.c.Logical().WriteWithContext(ctx, w.path("encrypt", name), map[string]any{"batch_input": in})
+		if err != nil {
+			return nil, w.fail("encrypt", name, err)
+		}
+		var results []any
+		if s != nil {
+			results, _ = s.Data["batch_results"].([]any)
+		}
+		if len(results) != len(part) {
+			return nil, &VaultError{Op: "encrypt", Key: name, Cause: fmt.Errorf("%d batch results for %d keys", len(results), len(part))}
+		}
+		for i, r := range results {
+			m, _ := r.(map[string]any)
+			ct, _ := m["ciphertext"].(string)
+			if ct == "" {
+				msg, _ := m["error"].(string)
+				return nil, &VaultError{Op: "encrypt", Key: name, Messages: []string{w.redact(msg)}, Cause: errors.New("batch item failed")}
+			}
+			out[start+i] = []byte(ct)
+		}
+	}
+	return out, nil
 }
 
 var _ Wrapper = (*VaultWrapper)(nil)
@@ -265,6 +330,7 @@ func (w *VaultWrapper) Wrap(ctx context.Context, ref Ref, dk []byte) ([]byte, er
 	} else if err := w.checkSharedKey(ctx); err != nil {
 		return nil, err
 	}
+	w.calls.Add(1)
 	s, err := w.c.Logical().WriteWithContext(ctx, w.path("encrypt", name), map[string]any{
 		"plaintext": base64.StdEncoding.EncodeToString(dk),
 	})
@@ -302,6 +368,7 @@ func (w *VaultWrapper) Unwrap(ctx context.Context, ref Ref, wrapped []byte) ([]b
 	if !strings.HasPrefix(string(wrapped), "vault:v") {
 		return nil, errors.New("vault unwrap: not a transit ciphertext")
 	}
+	w.calls.Add(1)
 	s, err := w.c.Logical().WriteWithContext(ctx, w.path("decrypt", name), map[string]any{
 		"ciphertext": string(wrapped),
 	})

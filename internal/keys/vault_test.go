@@ -724,3 +724,48 @@ func docPolicies(tb testing.TB, path string) map[string]string {
 		}
 	}
 }
+
+// WrapBatch wraps many keys with one transit call in shared mode (one per
+// key in dedicated mode), and each unwraps to its key.
+func TestVaultWrapBatch(t *testing.T) {
+	addr, token := testVault(t)
+	ctx := context.Background()
+	for _, dedicated := range []bool{false, true} {
+		t.Run(map[bool]string{false: "shared", true: "dedicated"}[dedicated], func(t *testing.T) {
+			cfg := VaultConfig{Address: addr, Token: token, Dedicated: dedicated}
+			if dedicated {
+				cfg.DedicatedPrefix = "lethe-test-" + randHex(4) + "-"
+			} else {
+				cfg.KeyName = newTransitKey(t, addr, token)
+			}
+			w := newTestVaultWrapper(t, cfg)
+			n := 3
+			if !dedicated {
+				n = maxBatch + 3 // two requests
+			}
+			dks := make([][]byte, n)
+			refs := make([]Ref, n)
+			for i := range dks {
+				dks[i] = NewDataKey()
+				refs[i] = testRef(dks[i])
+			}
+			before := w.Calls()
+			wrapped, err := w.WrapBatch(ctx, refs, dks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if calls := w.Calls() - before; !dedicated && calls != 2 {
+				t.Errorf("%d Vault calls for %d keys, want 2", calls, n)
+			}
+			for i, wr := range wrapped {
+				dk, err := w.Unwrap(ctx, refs[i], wr)
+				if err != nil || !bytes.Equal(dk, dks[i]) {
+					t.Fatalf("key %d: %v", i, err)
+				}
+			}
+			if _, err := w.WrapBatch(ctx, refs[:1], dks); err == nil {
+				t.Error("mismatched refs and keys accepted")
+			}
+		})
+	}
+}

@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/lethe-io/lethe/internal/keys"
 )
@@ -98,26 +98,64 @@ func (db *DB) liveKeysPG(ctx context.Context, memory string, kind keys.Kind, nam
 // CreateKeys stores each record unless a live key of its name exists, in
 // one transaction with the audit events of the keys it created (a batch
 // that brings many new users commits once, not once per user), and returns
-// the live key of each record, in order.
+// the live key of each record, in order. The rows go in one multi-row
+// INSERT per 500 keys, and their events in one more.
 func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, error) {
 	out := make([]keys.Record, len(rs))
 	var lost []int
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		lost = lost[:0]
+		created := make([]bool, len(rs))
+		for start := 0; start < len(rs); start += chunk {
+			part := rs[start:min(start+chunk, len(rs))]
+			var sb strings.Builder
+			args := make([]any, 0, 6*len(part))
+			sb.WriteString("INSERT INTO data_keys (memory, kind, name, wrapped, fingerprint, created_us, destroyed_us) VALUES ")
+			for j, r := range part {
+				if j > 0 {
+					sb.WriteByte(',')
+				}
+				sb.WriteString("(?, ?, ?, ?, ?, ?, 0)")
+				args = append(args, r.Memory, string(r.Kind), r.Name, r.Wrapped, r.Fingerprint, r.CreatedAt.UnixMicro())
+			}
+			// A live key of the same name (another writer's, or an earlier
+			// row of this batch) wins; the fingerprint, random per key,
+			// tells which rows went in.
+			sb.WriteString(" ON CONFLICT DO NOTHING RETURNING id, fingerprint")
+			rows, err := tx.Raw(sb.String(), args...).Rows()
+			if err != nil {
+				return err
+			}
+			ids := make(map[string]int64, len(part))
+			for rows.Next() {
+				var id int64
+				var fp string
+				if err := rows.Scan(&id, &fp); err != nil {
+					rows.Close()
+					return err
+				}
+				ids[fp] = id
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			for j, r := range part {
+				id, ok := ids[r.Fingerprint]
+				if !ok {
+					lost = append(lost, start+j)
+					continue
+				}
+				r.ID, r.DestroyedAt = id, nil
+				r.CreatedAt = time.UnixMicro(r.CreatedAt.UnixMicro()).UTC()
+				out[start+j], created[start+j] = r, true
+			}
+		}
 		var evs []Event
 		bumped := map[string]bool{}
 		for i, r := range rs {
-			row := KeyRow{Memory: r.Memory, Kind: string(r.Kind), Name: r.Name, Wrapped: r.Wrapped,
-				Fingerprint: r.Fingerprint, CreatedUS: r.CreatedAt.UnixMicro()}
-			res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected != 1 || row.ID == 0 {
-				lost = append(lost, i) // another writer created it first
+			if !created[i] {
 				continue
 			}
-			out[i] = toRecord(row)
 			if (r.Kind == keys.KindScope || r.Kind == keys.KindMemory) && !bumped[r.Memory] {
 				if err := bumpScopeGen(tx, r.Memory); err != nil {
 					return err

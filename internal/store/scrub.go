@@ -168,12 +168,25 @@ func (db *DB) vacuumKeys(ctx context.Context) error {
 		return translate(err, "scrub keys")
 	}
 	defer conn.Close()
+	// lethe's own transactions (a sequencer run, a recall) end within
+	// milliseconds: wait for those older than the erase, a bounded time.
 	var older int64
 	if xid := db.scrub.xid.Load(); xid != 0 {
-		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() AND datname = current_database()
-			AND age(backend_xmin) >= age($1::text::xid)`, fmt.Sprint(xid%(1<<32))).Scan(&older); err != nil {
-			return translate(err, "scrub keys")
+		deadline := time.Now().Add(scrubWait)
+		for {
+			if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() AND datname = current_database()
+				AND age(backend_xmin) >= age($1::text::xid)`, fmt.Sprint(xid%(1<<32))).Scan(&older); err != nil {
+				return translate(err, "scrub keys")
+			}
+			if older == 0 || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return translate(ctx.Err(), "scrub keys")
+			case <-time.After(2 * time.Millisecond):
+			}
 		}
 	}
 	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '5s'`); err != nil {
@@ -193,6 +206,10 @@ func (db *DB) vacuumKeys(ctx context.Context) error {
 	}
 	return nil
 }
+
+// scrubWait bounds how long a keys scrub waits for transactions older than
+// the erase to end.
+const scrubWait = 2 * time.Second
 
 // noteEraseXID records the transaction id of a committed erase
 // (PostgreSQL), for vacuumKeys.
