@@ -80,6 +80,41 @@ func BenchmarkAddBatch(b *testing.B) {
 	}
 }
 
+// BenchmarkForgetUser erases one user per iteration (of 10 grains each),
+// scrub included: what an erase costs end to end.
+func BenchmarkForgetUser(b *testing.B) {
+	for name, mk := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := mk(b)
+			db := openBench(b, cfg)
+			ctx := context.Background()
+			const users = 2000
+			var batch []lethe.Grain
+			for i := range users * 10 {
+				g := benchGrain(i)
+				g.UserID = fmt.Sprintf("erase-user-%d", i%users)
+				batch = append(batch, g)
+				if len(batch) == 1000 {
+					if _, err := db.AddBatch(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			i := 0
+			for b.Loop() {
+				if i == users {
+					b.Fatal("out of users")
+				}
+				if _, err := db.ForgetUser(ctx, "", fmt.Sprintf("erase-user-%d", i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
 func usersCase(newUsers bool) string {
 	if newUsers {
 		return "new-users"

@@ -205,11 +205,13 @@ func BenchmarkAddBatchVault(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				counting := &countingKEK{KeyWrapper: kek}
-				cfg.KEK = counting
+				// The wrapper counts its own requests: a wrapper around it
+				// would hide its batch call (keys.BatchWrapper).
+				counter := kek.(interface{ Calls() int64 })
+				cfg.KEK = kek
 				var before int64
-				addBatches(b, openBench(b, cfg), newUsers, func() { before = counting.wraps.Load() + counting.unwraps.Load() })
-				calls := counting.wraps.Load() + counting.unwraps.Load() - before
+				addBatches(b, openBench(b, cfg), newUsers, func() { before = counter.Calls() })
+				calls := counter.Calls() - before
 				b.ReportMetric(float64(calls)*1000/float64(b.N*1000), "vault-calls/1k")
 			})
 		}
