@@ -22,8 +22,17 @@
 // The table lives in lethe's database (the SQLite file of the data
 // directory, or the PostgreSQL database), opened through gorm by this
 // package, because the root package does not expose its handle. That is a
-// second connection pool on the same database; tokens are read once per
-// request and written rarely.
+// second connection pool on the same database; tokens are written rarely.
+//
+// # Cache
+//
+// Lookup keeps each live token it read in memory, keyed by the secret's
+// SHA-256, for Config.CacheTTL (default one second), so a client's
+// requests do not each read the table. A token revoked through a Store
+// stops working through it at once; through another Store on the same
+// database (another replica, or `lethe token revoke` on the database) it
+// stops within that Store's TTL. Unknown and revoked secrets are never
+// cached.
 package auth
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/driver/postgres"
@@ -70,12 +71,39 @@ type Config struct {
 	PostgresDSN string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// CacheTTL is how long Lookup trusts a live token it read without
+	// reading it again (default DefaultCacheTTL; negative: never cache).
+	// A token revoked through this Store stops at once; one revoked
+	// through another (another replica, or `lethe token revoke` on the
+	// database) stops here within CacheTTL.
+	CacheTTL time.Duration
+}
+
+// DefaultCacheTTL is the default Config.CacheTTL.
+const DefaultCacheTTL = time.Second
+
+// maxCached bounds the token cache. Only live tokens are cached, so its
+// size follows the tokens an admin made, never what callers send.
+const maxCached = 4096
+
+// cached is a live token Lookup read, and until when it is trusted.
+type cached struct {
+	tok   *Token
+	until time.Time
 }
 
 // Store keeps tokens. It is safe for concurrent use.
 type Store struct {
 	db  *gorm.DB
 	now func() time.Time
+	ttl time.Duration
+
+	mu sync.Mutex
+	// cache maps a secret's hash to the live token it names.
+	cache map[string]cached
+	// gen counts the revocations and bootstraps through this Store: a
+	// Lookup whose read began before one does not cache what it read.
+	gen uint64
 }
 
 // Open opens the token table, creating it if needed.
@@ -114,7 +142,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: g, now: now}, nil
+	ttl := cfg.CacheTTL
+	if ttl == 0 {
+		ttl = DefaultCacheTTL
+	}
+	return &Store{db: g, now: now, ttl: ttl, cache: make(map[string]cached)}, nil
 }
 
 func unavailable(what string, err error) error {
@@ -163,6 +195,7 @@ func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 	}
 	row := &tokenRow{ID: BootstrapID, Hash: HashSecret(secret), Roles: string(Admin), Memories: AllMemories,
 		CreatedUS: s.now().UnixMicro()}
+	defer s.forget(BootstrapID)
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var cur tokenRow
 		err := tx.Where("id = ?", BootstrapID).Take(&cur).Error
@@ -186,12 +219,24 @@ func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 }
 
 // Lookup returns the live token whose secret is secret, or ErrUnknown.
+// A live token read less than the cache TTL ago is answered from memory
+// (keyed by the secret's hash; see Config.CacheTTL); an unknown or
+// revoked secret is read from the database every time. The token may be
+// shared between callers: they must not change it.
 func (s *Store) Lookup(ctx context.Context, secret string) (*Token, error) {
 	if secret == "" || len(secret) > 512 {
 		return nil, ErrUnknown
 	}
+	hash := HashSecret(secret)
+	s.mu.Lock()
+	c, ok := s.cache[hash]
+	gen := s.gen
+	s.mu.Unlock()
+	if ok && s.now().Before(c.until) {
+		return c.tok, nil
+	}
 	var row tokenRow
-	err := s.db.WithContext(ctx).Where("hash = ?", HashSecret(secret)).Take(&row).Error
+	err := s.db.WithContext(ctx).Where("hash = ?", hash).Take(&row).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
 		return nil, ErrUnknown
@@ -200,7 +245,32 @@ func (s *Store) Lookup(ctx context.Context, secret string) (*Token, error) {
 	case row.RevokedUS != 0:
 		return nil, ErrUnknown
 	}
-	return row.token(), nil
+	t := row.token()
+	if s.ttl > 0 {
+		s.mu.Lock()
+		if s.gen == gen {
+			if len(s.cache) >= maxCached {
+				clear(s.cache)
+			}
+			s.cache[hash] = cached{tok: t, until: s.now().Add(s.ttl)}
+		}
+		s.mu.Unlock()
+	}
+	return t, nil
+}
+
+// forget drops the cached token id and makes reads in flight not cache
+// what they read. Revoke and Bootstrap call it after their write, so that
+// a Lookup after them on this Store reads the database.
+func (s *Store) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen++
+	for h, c := range s.cache {
+		if c.tok.ID == id {
+			delete(s.cache, h)
+		}
+	}
 }
 
 // List returns every token, revoked ones included, oldest first.
@@ -217,7 +287,10 @@ func (s *Store) List(ctx context.Context) ([]Token, error) {
 }
 
 // Revoke revokes the token id. Revoking a revoked token is not an error.
+// The token stops working through this Store at once, and through another
+// Store on the same database within its cache TTL.
 func (s *Store) Revoke(ctx context.Context, id string) error {
+	defer s.forget(id)
 	res := s.db.WithContext(ctx).Model(&tokenRow{}).Where("id = ?", id).
 		Where("revoked_us = 0").Update("revoked_us", s.now().UnixMicro())
 	if res.Error != nil {
