@@ -81,6 +81,9 @@ type serveConfig struct {
 	WriteTimeout      duration `yaml:"write_timeout"`
 	IdleTimeout       duration `yaml:"idle_timeout"`
 	ShutdownTimeout   duration `yaml:"shutdown_timeout"`
+	// TokenCacheTTL is how long a live token is trusted without reading
+	// it again (0: read it on every request); see auth.Config.CacheTTL.
+	TokenCacheTTL duration `yaml:"token_cache_ttl"`
 
 	MCP mcpServeConfig `yaml:"mcp"` // the MCP transport at /mcp (mcp.go)
 
@@ -99,7 +102,7 @@ func defaultServeConfig() serveConfig {
 		MaxBodyBytes: api.DefaultMaxBody, MaxBatchBodyBytes: api.DefaultMaxBatchBody,
 		RequestTimeout: duration(api.DefaultRequestTimeout), ReadTimeout: duration(time.Minute),
 		WriteTimeout: duration(time.Minute + api.DefaultRequestTimeout), IdleTimeout: duration(2 * time.Minute),
-		ShutdownTimeout: duration(30 * time.Second),
+		ShutdownTimeout: duration(30 * time.Second), TokenCacheTTL: duration(auth.DefaultCacheTTL),
 	}
 }
 
@@ -218,7 +221,10 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 			logger.Error("close store", slog.Any("error", err))
 		}
 	}()
-	tcfg := auth.Config{PostgresDSN: cfg.Postgres}
+	tcfg := auth.Config{PostgresDSN: cfg.Postgres, CacheTTL: time.Duration(cfg.TokenCacheTTL)}
+	if tcfg.CacheTTL <= 0 {
+		tcfg.CacheTTL = -1 // 0 in the file: no cache
+	}
 	if cfg.Postgres == "" {
 		tcfg.SQLitePath = filepath.Join(cfg.Data, "lethe.db")
 	}
