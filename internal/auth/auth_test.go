@@ -249,3 +249,53 @@ func testRevokeAcrossReplicas(t *testing.T, cfg Config) {
 		t.Errorf("wrong secret: %v", err)
 	}
 }
+
+// TestRevokeRacesLookups revokes tokens while other goroutines look them
+// up and fill the cache: a lookup that starts after Revoke returned must
+// fail, whatever the lookups in flight read before the revocation.
+func TestRevokeRacesLookups(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{SQLitePath: filepath.Join(t.TempDir(), "lethe.db"), CacheTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for round := range 30 {
+		secret, tok, err := s.Create(ctx, Spec{Roles: []Role{Reader}, Memories: []string{"m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					s.mu.Lock()
+					clear(s.cache) // every lookup reads the database
+					s.mu.Unlock()
+					s.Lookup(ctx, secret)
+				}
+			}()
+		}
+		time.Sleep(time.Millisecond)
+		if err := s.Revoke(ctx, tok.ID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Lookup(ctx, secret)
+		close(stop)
+		wg.Wait()
+		if !errors.Is(err, ErrUnknown) {
+			t.Fatalf("round %d: a lookup after Revoke returned accepts the token: %v", round, err)
+		}
+		if _, err := s.Lookup(ctx, secret); !errors.Is(err, ErrUnknown) {
+			t.Fatalf("round %d: the revoked token is cached: %v", round, err)
+		}
+	}
+}
