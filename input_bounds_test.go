@@ -62,6 +62,8 @@ func TestInputBounds(t *testing.T) {
 		for _, p := range []string{"/acme//", "acme//", "//acme", "acme//prod"} {
 			_, err = db.EraseScope(ctx, "default", p)
 			call("erase "+p, "invalid_scope", err)
+			_, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: "x", Scope: p})
+			call("add "+p, "invalid_scope", err)
 		}
 		_, err = db.ExportUser(ctx, "default", "u\x00", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p")
 		call("export NUL user", "invalid_argument", err)

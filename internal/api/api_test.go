@@ -650,6 +650,7 @@ func testBadInput(f *fixture) {
 		{"hold NUL scope", "POST", "/holds", "", `{"scope":"acme\u0000"}`, 400, "invalid_scope", "scope"},
 		{"erase malformed scope", "POST", "/scope-erase", "", `{"scope":"/acme//"}`, 400, "invalid_scope", "scope"},
 		{"erase double slash", "POST", "/scope-erase", "", `{"scope":"acme//prod"}`, 400, "invalid_scope", "scope"},
+		{"add malformed scope", "POST", "/grains", "", `{"type":"fact","subject":"x","scope":"/acme//"}`, 400, "invalid_scope", "scope"},
 		{"export NUL user", "POST", "/export", "", `{"user_id":"u\u0000","recipient":"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}`, 400, "invalid_argument", "user_id"},
 		{"invalid UTF-8", "POST", "/grains", "", "{\"type\":\"fact\",\"subject\":\"x\",\"user_id\":\"u\xc3\"}", 400, "invalid_argument", ""},
 		{"lone surrogate", "POST", "/grains", "", `{"type":"fact","subject":"x","user_id":"u\ud800"}`, 400, "invalid_argument", ""},

@@ -124,7 +124,9 @@ func (g *Grain) Normalize() {
 	if g.Salience == 0 {
 		g.Salience = 1
 	}
-	g.Scope = strings.Trim(g.Scope, "/")
+	// At most one leading and one trailing '/' are dropped, as CleanScope
+	// does: "/acme//" is refused by Validate, never stored as "acme".
+	g.Scope = strings.TrimSuffix(strings.TrimPrefix(g.Scope, "/"), "/")
 	for _, f := range []*string{&g.Subject, &g.Relation, &g.Object, &g.Content, &g.UserID} {
 		*f = NormalizeText(*f)
 	}
