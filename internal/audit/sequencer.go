@@ -252,26 +252,7 @@ var ErrPending = errors.New("audit: event not yet covered by a signed checkpoint
 // ends (then ErrPending).
 func (s *Sequencer) WaitCovered(ctx context.Context, index uint64) error {
 	s.Kick()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.mu.Lock()
-			s.cond.Broadcast()
-			s.mu.Unlock()
-		case <-done:
-		}
-	}()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.covered <= index {
-		if ctx.Err() != nil {
-			return ErrPending
-		}
-		s.cond.Wait()
-	}
-	return nil
+	return s.waitFor(ctx, func() bool { return s.covered > index })
 }
 
 // WaitStep kicks the sequencer and waits until a step of Run that began
@@ -283,20 +264,21 @@ func (s *Sequencer) WaitStep(ctx context.Context) error {
 	target := s.begun + 1
 	s.mu.Unlock()
 	s.Kick()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.mu.Lock()
-			s.cond.Broadcast()
-			s.mu.Unlock()
-		case <-done:
-		}
-	}()
+	return s.waitFor(ctx, func() bool { return s.ended >= target })
+}
+
+// waitFor waits until done, called with s.mu held, reports true, or until
+// ctx ends (then ErrPending).
+func (s *Sequencer) waitFor(ctx context.Context, done func() bool) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.ended < target {
+	for !done() {
 		if ctx.Err() != nil {
 			return ErrPending
 		}
