@@ -17,11 +17,7 @@ import (
 
 // pgTx runs fn in a transaction on one pgx connection of the pool.
 func (db *DB) pgTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	sqlDB, err := db.gorm.DB()
-	if err != nil {
-		return err
-	}
-	conn, err := sqlDB.Conn(ctx)
+	conn, err := db.conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -159,11 +159,7 @@ func (db *DB) checkpoint(ctx context.Context) error {
 // visible, and VACUUM FULL copies such tuples: the scrub then reports the
 // table dirty.
 func (db *DB) vacuumKeys(ctx context.Context) error {
-	sqlDB, err := db.gorm.DB()
-	if err != nil {
-		return translate(err, "scrub keys")
-	}
-	conn, err := sqlDB.Conn(ctx)
+	conn, err := db.conn(ctx)
 	if err != nil {
 		return translate(err, "scrub keys")
 	}

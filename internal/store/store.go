@@ -416,17 +416,23 @@ func (db *DB) noteInserted(n int) {
 	}()
 }
 
+// conn takes one connection of the pool, for statements that must share a
+// session (pragmas, a raw pgx transaction). The caller closes it.
+func (db *DB) conn(ctx context.Context) (*sql.Conn, error) {
+	sqlDB, err := db.gorm.DB()
+	if err != nil {
+		return nil, err
+	}
+	return sqlDB.Conn(ctx)
+}
+
 // analyze refreshes the planner's statistics of the grain tables.
 func (db *DB) analyze(ctx context.Context) error {
 	if db.dialect == Postgres {
 		return db.gorm.WithContext(ctx).Exec("ANALYZE grains, grain_tags, data_keys").Error
 	}
 	// The analysis limit is a connection's: one connection for both.
-	sqlDB, err := db.gorm.DB()
-	if err != nil {
-		return err
-	}
-	conn, err := sqlDB.Conn(ctx)
+	conn, err := db.conn(ctx)
 	if err != nil {
 		return err
 	}
