@@ -16,8 +16,8 @@ import (
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Proof is a signed erasure proof that an auditor verifies offline with

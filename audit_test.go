@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/testenv"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // allLeaves collects every audit leaf the tests' stores wrote; TestMain

@@ -10,8 +10,8 @@ import (
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Erasure is what a crypto-erasure returns: how many grains the destroyed

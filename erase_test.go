@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/testenv"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // population writes grains for john and jane across scopes and returns

@@ -14,8 +14,8 @@ import (
 	"filippo.io/age/armor"
 
 	"github.com/lethe-io/lethe/internal/grains"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // ExportFormat names the subject access export document.

@@ -3,8 +3,8 @@ package lethe
 import (
 	"context"
 
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // AuditLeaves drains the outbox into the log and returns every leaf, in

@@ -16,8 +16,8 @@ import (
 
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/grains"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Automatic forgetting: the store side of package forgetting's policies.

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/testenv"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // forEachStore runs test against every store opened with cfg.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/keys"
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // TestLocalKEKRotation rotates the embedded age KEK: every live data key is

@@ -37,8 +37,8 @@ import (
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Grain is one record. See the field documentation in package grains.

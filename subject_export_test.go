@@ -13,7 +13,7 @@ import (
 	"filippo.io/age/armor"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 func TestExportUser(t *testing.T) {

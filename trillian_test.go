@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/testenv"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // trillianDB opens a store on PostgreSQL whose audit log is a fresh

@@ -15,7 +15,7 @@ import (
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // backend is what the grain commands call: the embedded store (*lethe.DB)

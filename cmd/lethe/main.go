@@ -17,7 +17,7 @@ import (
 	"syscall"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 func main() {

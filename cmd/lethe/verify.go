@@ -15,7 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 const verifyUsage = `Usage: lethe verify PROOF --log-key KEY [flags]

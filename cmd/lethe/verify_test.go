@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
-// The proof vectors written by internal/proofs/proofgen.
-var verifyVectorDir = filepath.Join("..", "..", "internal", "proofs", "testdata", "vectors")
+// The proof vectors written by proofs/proofgen.
+var verifyVectorDir = filepath.Join("..", "..", "proofs", "testdata", "vectors")
 
 func verifyVector(name string) string { return filepath.Join(verifyVectorDir, name) }
 

@@ -22,8 +22,8 @@ import (
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
 	"github.com/lethe-io/lethe/internal/auth"
-	"github.com/lethe-io/lethe/internal/proofs"
 	"github.com/lethe-io/lethe/internal/testenv"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Personal values the suite writes. None may appear in the access log.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/grains"
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Auditor is what the audit routes need of the library; *lethe.DB has it.

@@ -3,7 +3,7 @@
 // # Log backends
 //
 // A [Log] is an append-only RFC 6962 Merkle tree whose leaf indices lethe
-// assigns (the leaf bytes come from internal/proofs; the outbox sequencer
+// assigns (the leaf bytes come from proofs; the outbox sequencer
 // numbers them). [EmbeddedLog] keeps the tree in lethe's own database through
 // gorm; [TrillianLog] uses a Trillian PREORDERED_LOG tree. Every proof either
 // backend returns has been verified against that backend's root first.

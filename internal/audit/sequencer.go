@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Outbox is where committed events wait for the log: the store implements

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lethe-io/lethe/internal/proofs"
-	"github.com/lethe-io/lethe/internal/proofs/internal/prooftest"
+	"github.com/lethe-io/lethe/proofs"
+	"github.com/lethe-io/lethe/proofs/internal/prooftest"
 )
 
 // finalityLog is a log with a key.erase event at index 0 (KEK version

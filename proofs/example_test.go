@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // A log of one event: sign the leaf and the checkpoint, assemble the proof,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // TestVectors verifies every proof in testdata/vectors (written by

@@ -12,8 +12,8 @@ import (
 
 	"github.com/transparency-dev/merkle/proof"
 
-	"github.com/lethe-io/lethe/internal/proofs"
-	"github.com/lethe-io/lethe/internal/proofs/internal/prooftest"
+	"github.com/lethe-io/lethe/proofs"
+	"github.com/lethe-io/lethe/proofs/internal/prooftest"
 )
 
 func TestVerifyEveryLeafOfEverySize(t *testing.T) {

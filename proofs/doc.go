@@ -3,6 +3,12 @@
 // logging. Everything an auditor needs to check a proof is the proof and the
 // log's public key.
 //
+// The package is public so that an auditor, a portal or another tool can
+// check lethe's proofs in Go without lethe's service code, as sumdb's tlog
+// and note packages are for the Go checksum database; `lethe verify` is a
+// thin command over it. Its only dependencies are the standard library,
+// golang.org/x/mod/sumdb/note and github.com/transparency-dev/merkle.
+//
 // # Leaves
 //
 // A leaf is one audited event, encoded as compact JSON with a fixed field

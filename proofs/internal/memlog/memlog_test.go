@@ -10,7 +10,7 @@ import (
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/merkle/testonly"
 
-	"github.com/lethe-io/lethe/internal/proofs/internal/memlog"
+	"github.com/lethe-io/lethe/proofs/internal/memlog"
 )
 
 // TestAgainstMerkle checks memlog, an implementation of RFC 6962's

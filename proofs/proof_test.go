@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lethe-io/lethe/internal/proofs"
-	"github.com/lethe-io/lethe/internal/proofs/internal/prooftest"
+	"github.com/lethe-io/lethe/proofs"
+	"github.com/lethe-io/lethe/proofs/internal/prooftest"
 )
 
 // sampleProof returns a log of 13 sample events and the proof of the

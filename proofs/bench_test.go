@@ -3,8 +3,8 @@ package proofs_test
 import (
 	"testing"
 
-	"github.com/lethe-io/lethe/internal/proofs"
-	"github.com/lethe-io/lethe/internal/proofs/internal/prooftest"
+	"github.com/lethe-io/lethe/proofs"
+	"github.com/lethe-io/lethe/proofs/internal/prooftest"
 )
 
 // BenchmarkVerify measures proofs verified per second on one core (run

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"github.com/lethe-io/lethe/internal/proofs"
-	"github.com/lethe-io/lethe/internal/proofs/internal/prooftest"
+	"github.com/lethe-io/lethe/proofs"
+	"github.com/lethe-io/lethe/proofs/internal/prooftest"
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lethe-io/lethe/internal/proofs"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // merkleVectors returns the directory holding github.com/transparency-dev/

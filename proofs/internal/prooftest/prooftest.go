@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lethe-io/lethe/internal/proofs"
-	"github.com/lethe-io/lethe/internal/proofs/internal/memlog"
+	"github.com/lethe-io/lethe/proofs"
+	"github.com/lethe-io/lethe/proofs/internal/memlog"
 )
 
 // Rand is a deterministic byte source: Bytes(label, n) is the first n bytes

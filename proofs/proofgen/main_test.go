@@ -25,11 +25,11 @@ func TestVectorsUpToDate(t *testing.T) {
 		}
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
-			t.Errorf("%s: %v (run go run ./internal/proofs/proofgen)", name, err)
+			t.Errorf("%s: %v (run go run ./proofs/proofgen)", name, err)
 			continue
 		}
 		if !bytes.Equal(got, b) {
-			t.Errorf("%s is stale (run go run ./internal/proofs/proofgen):\n%s", name, diffLines(string(got), string(b)))
+			t.Errorf("%s is stale (run go run ./proofs/proofgen):\n%s", name, diffLines(string(got), string(b)))
 		}
 	}
 	entries, err := os.ReadDir(dir)

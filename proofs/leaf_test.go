@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lethe-io/lethe/internal/proofs"
-	"github.com/lethe-io/lethe/internal/proofs/internal/prooftest"
+	"github.com/lethe-io/lethe/proofs"
+	"github.com/lethe-io/lethe/proofs/internal/prooftest"
 )
 
 var (
