@@ -3,11 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -124,21 +127,44 @@ func (db *DB) Memories(ctx context.Context) ([]string, error) {
 // OpsByHashes returns the operational rows of memory with the given hashes;
 // unknown hashes are left out.
 func (db *DB) OpsByHashes(ctx context.Context, memory string, hashes []string) ([]OpRow, error) {
-	return opsWhere(db.gorm.WithContext(ctx), "memory = ? AND hash IN ?", memory, hashes, false)
+	return opsWhere(db.gorm.WithContext(ctx), "memory = ? AND hash IN ?", memory, hashes)
 }
 
 // opsWhere reads the rows matching cond (with one list argument, read in
-// chunks), locking them for update on PostgreSQL when lock is set.
-func opsWhere[T any](tx *gorm.DB, cond string, memory string, list []T, lock bool) ([]OpRow, error) {
+// chunks), without locking them.
+func opsWhere[T any](tx *gorm.DB, cond string, memory string, list []T) ([]OpRow, error) {
 	var out []OpRow
 	for i := 0; i < len(list); i += chunk {
-		q := tx.Model(&GrainRow{}).Select(opColumns).Where(cond, memory, list[i:min(i+chunk, len(list))])
-		if lock && tx.Dialector.Name() == Postgres {
-			// Lock in hash order, the order RecordRetrievals updates in, so
-			// a policy batch and the retrieval writer cannot deadlock.
-			q = q.Order("hash").Clauses(clause.Locking{Strength: "UPDATE"})
+		rows, err := tx.Model(&GrainRow{}).Select(opColumns).Where(cond, memory, list[i:min(i+chunk, len(list))]).Rows()
+		if err != nil {
+			return nil, translate(err, "read grains")
 		}
-		rows, err := q.Rows()
+		part, err := scanOps(rows, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, part...)
+	}
+	return out, nil
+}
+
+// lockOps is opsWhere over row ids for a transaction that will change the
+// rows: on PostgreSQL it locks them FOR UPDATE in ascending id order, across
+// chunks, the order RecordRetrievals updates in, so a policy batch and the
+// retrieval writer cannot deadlock. (The lock order was the hash within
+// each chunk while the retrieval writer went by id: a PostgreSQL model run
+// hit "deadlock detected" in ArchiveGrains.)
+func lockOps(tx *gorm.DB, memory string, ids []int64) ([]OpRow, error) {
+	if tx.Dialector.Name() != Postgres {
+		return opsWhere(tx, "memory = ? AND id IN ?", memory, ids)
+	}
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var out []OpRow
+	for i := 0; i < len(ids); i += chunk {
+		rows, err := tx.Model(&GrainRow{}).Select(opColumns).Where("memory = ? AND id IN ?", memory, ids[i:min(i+chunk, len(ids))]).
+			Order("id").Clauses(clause.Locking{Strength: "UPDATE"}).Rows()
 		if err != nil {
 			return nil, translate(err, "read grains")
 		}
@@ -197,7 +223,7 @@ func closeChains(tx *gorm.DB, memory string, seeds []OpRow) ([][]OpRow, error) {
 			hashes = append(hashes, h)
 		}
 		sort.Strings(hashes)
-		found, err := opsWhere(tx, "memory = ? AND hash IN ?", memory, hashes, false)
+		found, err := opsWhere(tx, "memory = ? AND hash IN ?", memory, hashes)
 		if err != nil {
 			return nil, err
 		}
@@ -298,7 +324,7 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 	del := &PolicyDeletion{}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		*del = PolicyDeletion{}
-		seeds, err := opsWhere(tx, "memory = ? AND id IN ?", memory, ids, true)
+		seeds, err := lockOps(tx, memory, ids)
 		if err != nil {
 			return err
 		}
@@ -388,7 +414,7 @@ func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, facto
 	var done []string
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		done = nil
-		rows, err := opsWhere(tx, "memory = ? AND id IN ?", memory, ids, true)
+		rows, err := lockOps(tx, memory, ids)
 		if err != nil {
 			return err
 		}
@@ -509,8 +535,44 @@ FROM v WHERE grains.id = v.id`)
 	return stmt, nil
 }
 
+// recordRetrievalsEach is RecordRetrievals on PostgreSQL. The statistics
+// writer must never hold up, or deadlock with, a transaction that changes
+// grains (a forget, a policy batch: their multi-row statements lock rows
+// in their plan's order): it waits at most retrievalLockWait for a row lock,
+// and on a timeout or a deadlock its transaction, rolled back, is tried
+// again a few times.
 func (db *DB) recordRetrievalsEach(ctx context.Context, rs []Retrieval, bump float64) error {
-	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	var err error
+	for attempt := range 4 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return translate(ctx.Err(), "record retrievals")
+			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+			}
+		}
+		if err = db.recordRetrievalsTx(ctx, rs, bump); !lockConflict(err) {
+			break
+		}
+	}
+	return translate(err, "record retrievals")
+}
+
+// retrievalLockWait bounds the statistics writer's wait for a row lock.
+const retrievalLockWait = "100ms"
+
+// lockConflict reports whether err is PostgreSQL's deadlock_detected or
+// lock_not_available: the transaction was rolled back and may be retried.
+func lockConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "55P03")
+}
+
+func (db *DB) recordRetrievalsTx(ctx context.Context, rs []Retrieval, bump float64) error {
+	return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("SET LOCAL lock_timeout = '" + retrievalLockWait + "'").Error; err != nil {
+			return err
+		}
 		for _, r := range rs {
 			add := bump * float64(r.Count)
 			if err := tx.Exec(`UPDATE grains SET retrieval_count = retrieval_count + ?,
@@ -522,7 +584,6 @@ WHERE id = ?`, r.Count, r.LastUS, r.LastUS, add, add, r.ID).Error; err != nil {
 		}
 		return nil
 	})
-	return translate(err, "record retrievals")
 }
 
 // Replacement is one grain replaced by its summary (the risk sweep's
@@ -558,7 +619,7 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 		for i, r := range reps {
 			ids[i] = r.OldID
 		}
-		rows, err := opsWhere(tx, "memory = ? AND id IN ?", memory, ids, true)
+		rows, err := lockOps(tx, memory, ids)
 		if err != nil {
 			return err
 		}

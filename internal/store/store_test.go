@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,12 +9,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -414,6 +417,112 @@ func TestRecordRetrievals(t *testing.T) {
 			if g.RetrievalCount != n || g.LastRetrievedUS != 1000 || math.Abs(g.Salience-wantSal) > 1e-9 {
 				t.Fatalf("grain %d: count %d last %d salience %v; want %d, 1000, %v", i, g.RetrievalCount, g.LastRetrievedUS, g.Salience, n, wantSal)
 			}
+		}
+	})
+}
+
+// A user key is created only while the memory key its name derives from
+// (Record.Under) is live: a keyring that cached a memory key another
+// instance erased gets code erased, and nothing is stored.
+func TestCreateKeysUnderErasedMemoryKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		events := 0
+		db.SetKeyEvent(func(_ context.Context, r keys.Record) (Event, error) {
+			events++
+			return Event{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}, nil
+		})
+		mk := newKey(t, db, "m", keys.KindMemory, "")
+		rec := func(name string) keys.Record {
+			return keys.Record{Memory: "m", Kind: keys.KindUser, Name: name, Wrapped: []byte("w-" + name),
+				Fingerprint: "fp-" + name, CreatedAt: time.Now(), Under: mk.ID}
+		}
+		if _, err := db.CreateKeys(ctx, []keys.Record{rec("u0")}); err != nil {
+			t.Fatalf("under a live memory key: %v", err)
+		}
+		if err := db.gorm.Exec("UPDATE data_keys SET destroyed_us = 1, wrapped = NULL WHERE id = ?", mk.ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		events = 0
+		_, err := db.CreateKeys(ctx, []keys.Record{rec("u1"), rec("u2")})
+		if grains.ErrorCode(err) != grains.CodeErased {
+			t.Fatalf("CreateKeys under an erased memory key: %v, want code erased", err)
+		}
+		if _, err := db.CreateKey(ctx, rec("u3")); grains.ErrorCode(err) != grains.CodeErased {
+			t.Fatalf("CreateKey under an erased memory key: %v, want code erased", err)
+		}
+		live, err := db.LiveKeys(ctx, "m", keys.KindUser, []string{"u0", "u1", "u2", "u3"})
+		if err != nil || len(live) != 1 || live[0].Name != "u0" {
+			t.Fatalf("LiveKeys = %+v, %v; want u0 only", live, err)
+		}
+		if events != 0 {
+			t.Errorf("%d key events for refused keys", events)
+		}
+	})
+}
+
+// A policy batch that locks rows (ArchiveRows, ForgetSeeds, ReplaceGrains
+// lock through lockOps) and the retrieval-statistics writer run at once on
+// the same rows, more than one statement chunk of them, without an error:
+// no deadlock, no lock timeout reaching the caller.
+func TestPolicyBatchesAndRetrievalsDoNotDeadlock(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, 1)
+		var rows []*GrainRow
+		for n := range 2*chunk + 100 {
+			rows = append(rows, f.row(n, 0, "s", "r", fmt.Sprint(n)))
+		}
+		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
+			t.Fatal(err)
+		}
+		ops, err := db.OpsByHashes(ctx, f.memory, func() []string {
+			var hs []string
+			for _, r := range rows {
+				hs = append(hs, r.Hash)
+			}
+			return hs
+		}())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int64, len(ops))
+		for i, o := range ops {
+			ids[i] = o.ID
+		}
+		slices.Sort(ids)
+		var rs []Retrieval
+		for _, id := range ids {
+			rs = append(rs, Retrieval{ID: id, Count: 1, LastUS: 1})
+		}
+		var g errgroup.Group
+		for w := range 2 {
+			g.Go(func() error {
+				order := slices.Clone(ids)
+				for i := range 15 {
+					// Hash order, reversed order: what a caller may pass.
+					if (i+w)%2 == 0 {
+						slices.Reverse(order)
+					} else {
+						slices.SortFunc(order, func(a, b int64) int { return cmp.Compare(a%97, b%97) })
+					}
+					if _, err := db.ArchiveRows(ctx, f.memory, order, 1, func(OpRow) bool { return false }, 1, nil); err != nil {
+						return fmt.Errorf("ArchiveRows: %w", err)
+					}
+				}
+				return nil
+			})
+		}
+		g.Go(func() error {
+			for range 30 {
+				if err := db.RecordRetrievals(ctx, rs, 0.01); err != nil {
+					return fmt.Errorf("RecordRetrievals: %w", err)
+				}
+			}
+			return nil
+		})
+		if err := g.Wait(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
