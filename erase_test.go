@@ -463,3 +463,69 @@ func TestRecallSeesScopesOfOtherInstances(t *testing.T) {
 		}
 	})
 }
+
+// After one instance erases a whole memory, another instance that had the
+// memory's key cached (and reads nothing of the memory in between) still
+// acts on the memory as it now is: it recalls a user's new grains, erases
+// that user, places a hold that protects the user's grains, and creates
+// each new key once.
+func TestMemoryEraseAcrossInstances(t *testing.T) {
+	forEachBackendTwice(t, func(t *testing.T, a, other *lethe.DB) {
+		ctx := context.Background()
+		a.PauseCleaner() // a cleaner run on the second instance would empty its caches
+		other.PauseCleaner()
+		mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "old", UserID: "ann"})
+		for range 2 { // the second recall leaves the memory key cached (the first's rows set the epoch)
+			if n := recallCount(t, other, lethe.Query{UserID: "ann"}); n != 1 {
+				t.Fatalf("second instance recalls %d grains, want 1", n)
+			}
+		}
+		if _, err := a.EraseMemory(ctx, "default"); err != nil {
+			t.Fatal(err)
+		}
+		before := keyCreates(t, a)
+		h := mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "new", UserID: "ann"})
+		if n := recallCount(t, other, lethe.Query{UserID: "ann"}); n != 1 {
+			t.Errorf("after the memory's erase, the second instance recalls %d of ann's new grains, want 1", n)
+		}
+		hold, err := other.SetHold(ctx, lethe.HoldSpec{UserID: "ann"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.ForgetUser(ctx, "", "ann"); lethe.ErrorCode(err) != "held" {
+			t.Errorf("ForgetUser under a hold placed by the second instance = %v, want code held", err)
+		}
+		if err := other.ReleaseHold(ctx, "", hold.ID); err != nil {
+			t.Fatal(err)
+		}
+		// The second instance writes a new user: one key, not one under the
+		// erased memory key and another after.
+		mustAdd(t, other, lethe.Grain{Type: "fact", Subject: "x", UserID: "bob"})
+		if got := keyCreates(t, a) - before; got != 3 { // memory, ann, bob
+			t.Errorf("%d key.create events after the erase, want 3 (memory, ann, bob)", got)
+		}
+		er, err := other.ForgetUser(ctx, "", "ann")
+		if err != nil || er.Count != 1 {
+			t.Fatalf("second instance's ForgetUser(ann) = %+v, %v; want 1 grain", er, err)
+		}
+		if readable(t, a, h) {
+			t.Error("ann's grain is still readable after her erasure")
+		}
+	})
+}
+
+// keyCreates counts the key.create events in db's audit log.
+func keyCreates(t *testing.T, db *lethe.DB) int {
+	t.Helper()
+	leaves, err := db.AuditLeaves(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range leaves {
+		if strings.Contains(string(l), `"type":"key.create"`) {
+			n++
+		}
+	}
+	return n
+}

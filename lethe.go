@@ -267,17 +267,7 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		if err := db.warmChains(ctx, batch); err != nil {
-			return nil, err
-		}
-		s, err := db.startSealing(ctx, batch)
-		if err != nil {
-			return nil, err
-		}
-		hs, err := db.store.InsertGrains(ctx, batch[0].Memory, s.rows, s.ready)
-		if serr := s.wait(); err == nil && serr != nil {
-			hs, err = nil, serr
-		}
+		hs, err := db.insertBatch(ctx, batch)
 		if grains.ErrorCode(err) == grains.CodeErased && attempt == 0 {
 			// Another instance erased a key this process had cached: reload
 			// keys (an erased user or scope gets a new key) and seal again.
@@ -289,6 +279,25 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 		}
 		return hs, err
 	}
+}
+
+// insertBatch resolves the batch's key chains, seals it and inserts it: one
+// attempt of AddBatch. An error with code erased means a cached key was
+// erased by another instance (the store refuses a grain, or a new user key,
+// under a destroyed key).
+func (db *DB) insertBatch(ctx context.Context, batch []Grain) ([]string, error) {
+	if err := db.warmChains(ctx, batch); err != nil {
+		return nil, err
+	}
+	s, err := db.startSealing(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := db.store.InsertGrains(ctx, batch[0].Memory, s.rows, s.ready)
+	if serr := s.wait(); err == nil && serr != nil {
+		hs, err = nil, serr
+	}
+	return hs, err
 }
 
 // sealParallel is the batch size from which a batch is sealed on every
@@ -602,6 +611,9 @@ func (db *DB) find(ctx context.Context, q *Query) ([]store.GrainRow, error) {
 	}
 	for fresh := false; ; fresh = true {
 		f, ok, err := db.filter(ctx, q, fresh)
+		if errors.Is(err, store.ErrStaleScopes) && !fresh {
+			continue
+		}
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -643,7 +655,7 @@ func (db *DB) filter(ctx context.Context, q *Query, fresh bool) (*store.Filter, 
 		}
 	}
 	if q.UserID != "" {
-		ref, err := db.ring.UserRef(ctx, q.Memory, q.UserID)
+		ref, gen, err := db.ring.UserRefAt(ctx, q.Memory, q.UserID, fresh)
 		if errors.Is(err, keys.ErrNoKey) {
 			return nil, false, nil
 		}
@@ -651,6 +663,13 @@ func (db *DB) filter(ctx context.Context, q *Query, fresh bool) (*store.Filter, 
 			return nil, false, err
 		}
 		f.UserRef = ref
+		// The reference derives from the memory key: the query checks it,
+		// like index keys, against the scope generation.
+		if !f.CheckScopeGen && !fresh {
+			f.ScopeGen, f.CheckScopeGen = gen, true
+		} else if !fresh && gen != f.ScopeGen {
+			return nil, false, store.ErrStaleScopes
+		}
 	}
 	return f, true, nil
 }
@@ -718,7 +737,24 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 		return "", grains.Errorf(grains.CodeInvalidArgument, "the new version changes nothing")
 	}
 	g.Supersedes = oldHash
-	row, err := db.seal(ctx, &g)
+	for attempt := 0; ; attempt++ {
+		hash, err := db.supersedeOnce(ctx, oldHash, &g)
+		if grains.ErrorCode(err) == grains.CodeErased && attempt == 0 {
+			// As in AddBatch: a key this process had cached was erased by
+			// another instance; reload keys and seal again. The old
+			// version's own erasure shows as not found (store.Supersede
+			// reads it in its transaction).
+			db.ring.Purge()
+			continue
+		}
+		return hash, err
+	}
+}
+
+// supersedeOnce seals g and commits it as the new version of oldHash with
+// its audit event: one attempt of Supersede.
+func (db *DB) supersedeOnce(ctx context.Context, oldHash string, g *Grain) (string, error) {
+	row, err := db.seal(ctx, g)
 	if err != nil {
 		return "", err
 	}

@@ -80,6 +80,12 @@ type Record struct {
 	Fingerprint string
 	CreatedAt   time.Time
 	DestroyedAt *time.Time
+	// Under is, for a user key being created, the id of the memory key its
+	// name (the user reference) was derived from. The store creates the key
+	// only while that memory key is live, else it fails with code erased: a
+	// keyring that cached a memory key another instance erased cannot
+	// create a user key named under it. It is not stored (0 when read).
+	Under int64
 }
 
 // Live reports whether the key still exists.
@@ -94,7 +100,8 @@ type Store interface {
 	LiveKey(ctx context.Context, memory string, kind Kind, name string) (Record, error)
 	// CreateKey stores r if no live key has its (memory, kind, name) and
 	// returns the live key afterwards: r with its ID, or the key another
-	// writer created first.
+	// writer created first. If r.Under is set and that key is no longer
+	// live, it stores nothing and fails with code erased.
 	CreateKey(ctx context.Context, r Record) (Record, error)
 	// KeysByID returns the keys with the given ids, live or destroyed, in
 	// any order; missing ids are left out.

@@ -58,6 +58,9 @@ type Keyring struct {
 	chains *lru[string, *Chain]
 	// indexSets caches IndexKeys' answers by memory and prefix.
 	indexSets *lru[string, indexSet]
+	// memGens is, per memory, the scope generation its cached memory key
+	// was last checked at (UserRefAt).
+	memGens *lru[string, int64]
 }
 
 // indexSet is an answer of IndexKeys and the scope generation it was read at.
@@ -82,7 +85,7 @@ func NewKeyring(cfg KeyringConfig) *Keyring {
 	}
 	return &Keyring{store: cfg.Store, wrapper: cfg.Wrapper, now: time.Now,
 		byID: newLRU[int64, Record](n), byName: newLRU[string, int64](n), chains: newLRU[string, *Chain](n),
-		indexSets: newLRU[string, indexSet](n)}
+		indexSets: newLRU[string, indexSet](n), memGens: newLRU[string, int64](n)}
 }
 
 // Purge drops every cached key. After it returns, no destroyed key is used
@@ -94,6 +97,7 @@ func (k *Keyring) Purge() {
 	k.byName.purge()
 	k.chains.purge()
 	k.indexSets.purge()
+	k.memGens.purge()
 }
 
 func nameKey(memory string, kind Kind, name string) string {
@@ -101,8 +105,10 @@ func nameKey(memory string, kind Kind, name string) string {
 }
 
 // key returns the live key (memory, kind, name) unwrapped, creating it if
-// create is set; with create unset and no key, it returns ErrNoKey.
-func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string, create bool) (Record, error) {
+// create is set; with create unset and no key, it returns ErrNoKey. under
+// is the id of the memory key a user key's name derives from (0 for other
+// kinds); see Record.Under.
+func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string, create bool, under int64) (Record, error) {
 	nk := nameKey(memory, kind, name)
 	if r, ok := k.cached(nk); ok {
 		return r, nil
@@ -113,14 +119,24 @@ func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string
 		if werr != nil {
 			return Record{}, werr
 		}
+		fresh.Under = under
 		if r, err = k.store.CreateKey(ctx, fresh); err == nil {
 			return k.adopt(ctx, r, fresh.Fingerprint, dk)
 		}
+		k.purgeIfErased(err)
 	}
 	if err != nil {
 		return Record{}, err
 	}
 	return k.unwrapAndCache(ctx, r, nk)
+}
+
+// purgeIfErased empties the caches when err says a cached key was erased
+// by another instance, so that a retry resolves live keys.
+func (k *Keyring) purgeIfErased(err error) {
+	if grains.ErrorCode(err) == grains.CodeErased {
+		k.Purge()
+	}
 }
 
 // cached returns the cached key named nk.
@@ -147,7 +163,7 @@ func (k *Keyring) newKey(ctx context.Context, memory string, kind Kind, name str
 
 // newKeys is newKey for each of names, wrapped with one WrapBatch; it
 // fills fresh and dks.
-func (k *Keyring) newKeys(ctx context.Context, bw BatchWrapper, memory string, names []string, fresh []Record, dks [][]byte) error {
+func (k *Keyring) newKeys(ctx context.Context, bw BatchWrapper, memory string, under int64, names []string, fresh []Record, dks [][]byte) error {
 	refs := make([]Ref, len(names))
 	for i := range names {
 		dks[i] = NewDataKey()
@@ -159,7 +175,7 @@ func (k *Keyring) newKeys(ctx context.Context, bw BatchWrapper, memory string, n
 	}
 	now := k.now().UTC()
 	for i, n := range names {
-		fresh[i] = Record{Memory: memory, Kind: KindUser, Name: n, Wrapped: wrapped[i], Fingerprint: refs[i].Fingerprint, CreatedAt: now}
+		fresh[i] = Record{Memory: memory, Kind: KindUser, Name: n, Wrapped: wrapped[i], Fingerprint: refs[i].Fingerprint, CreatedAt: now, Under: under}
 	}
 	return nil
 }
@@ -203,13 +219,62 @@ func (k *Keyring) unwrapAndCache(ctx context.Context, r Record, nk string) (Reco
 }
 
 // UserRef returns the blind reference of userID in memory, or ErrNoKey when
-// the memory has no key yet (so it holds no grains).
+// the memory has no key (so it holds no grains). It first checks that the
+// cached memory key is still the memory's live key (see Revalidate), so a
+// user's erasure, hold or export on this instance names the user's key
+// even after another instance erased and re-created the memory.
 func (k *Keyring) UserRef(ctx context.Context, memory, userID string) ([]byte, error) {
-	mk, err := k.key(ctx, memory, KindMemory, "", false)
+	if err := k.Revalidate(ctx, memory); err != nil {
+		return nil, err
+	}
+	mk, err := k.key(ctx, memory, KindMemory, "", false, 0)
 	if err != nil {
 		return nil, err
 	}
 	return userRef(mk.Wrapped, userID), nil
+}
+
+// UserRefAt is UserRef for queries: unless fresh is set, the answer may
+// come from the cache, and gen is the memory's scope generation the cached
+// memory key was checked at. The caller checks, in its query's snapshot,
+// that the generation is still gen (an erasure of the memory, and the
+// creation of its new key, move it) and calls again with fresh set if not.
+func (k *Keyring) UserRefAt(ctx context.Context, memory, userID string, fresh bool) (ref []byte, gen int64, err error) {
+	if !fresh {
+		k.mu.Lock()
+		g, ok := k.memGens.get(memory)
+		k.mu.Unlock()
+		if mk, hit := k.cached(nameKey(memory, KindMemory, "")); ok && hit {
+			return userRef(mk.Wrapped, userID), g, nil
+		}
+	}
+	if gen, err = k.store.ScopeGeneration(ctx, memory); err != nil {
+		return nil, 0, err
+	}
+	if ref, err = k.UserRef(ctx, memory, userID); err != nil {
+		return nil, gen, err
+	}
+	k.mu.Lock()
+	k.memGens.put(memory, gen)
+	k.mu.Unlock()
+	return ref, gen, nil
+}
+
+// Revalidate reads memory's live memory key and, if the cache holds
+// another one (another instance erased the memory, and maybe created a new
+// key since), empties the caches: every key derived under the old one is
+// stale. One indexed read.
+func (k *Keyring) Revalidate(ctx context.Context, memory string) error {
+	cached, hit := k.cached(nameKey(memory, KindMemory, ""))
+	if !hit {
+		return nil
+	}
+	live, err := k.store.LiveKey(ctx, memory, KindMemory, "")
+	if errors.Is(err, ErrNoKey) || (err == nil && live.ID != cached.ID) {
+		k.Purge()
+		return nil
+	}
+	return err
 }
 
 func userRef(memoryKey []byte, userID string) []byte {
@@ -229,7 +294,7 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 	if !ok {
 		return nil
 	}
-	mk, err := k.key(ctx, memory, KindMemory, "", false)
+	mk, err := k.key(ctx, memory, KindMemory, "", false, 0)
 	if err != nil {
 		return err
 	}
@@ -274,12 +339,13 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 	}
 	if bw, ok := k.wrapper.(BatchWrapper); ok && len(missing) > 1 {
 		// One KEK call for the batch's new keys (Vault transit batch_input).
-		g.Go(func() error { return k.newKeys(gctx, bw, memory, missing, fresh, dks) })
+		g.Go(func() error { return k.newKeys(gctx, bw, memory, mk.ID, missing, fresh, dks) })
 	} else {
 		for i, n := range missing {
 			g.Go(func() error {
 				var err error
 				fresh[i], dks[i], err = k.newKey(gctx, memory, KindUser, n)
+				fresh[i].Under = mk.ID
 				return err
 			})
 		}
@@ -289,6 +355,7 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 	}
 	live, err := bs.CreateKeys(ctx, fresh)
 	if err != nil {
+		k.purgeIfErased(err)
 		return err
 	}
 	for i, r := range live {
@@ -322,14 +389,14 @@ func (k *Keyring) WriteChain(ctx context.Context, memory, scope, userID string) 
 	if ok {
 		return c, nil
 	}
-	mk, err := k.key(ctx, memory, KindMemory, "", true)
+	mk, err := k.key(ctx, memory, KindMemory, "", true, 0)
 	if err != nil {
 		return nil, err
 	}
 	ids := []string{strconv.FormatInt(mk.ID, 10)}
 	material := [][]byte{mk.Wrapped}
 	for _, p := range grains.ScopePrefixes(scope) {
-		sk, err := k.key(ctx, memory, KindScope, p, true)
+		sk, err := k.key(ctx, memory, KindScope, p, true, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -341,7 +408,7 @@ func (k *Keyring) WriteChain(ctx context.Context, memory, scope, userID string) 
 	c.Index = index.NewKey(c.IndexKey)
 	if userID != "" {
 		c.UserRef = userRef(mk.Wrapped, userID)
-		uk, err := k.key(ctx, memory, KindUser, hex.EncodeToString(c.UserRef), true)
+		uk, err := k.key(ctx, memory, KindUser, hex.EncodeToString(c.UserRef), true, mk.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -450,6 +517,9 @@ func (k *Keyring) IndexKeys(ctx context.Context, memory, prefix string, fresh bo
 	if gen, err = k.store.ScopeGeneration(ctx, memory); err != nil {
 		return nil, 0, err
 	}
+	if err = k.Revalidate(ctx, memory); err != nil {
+		return nil, 0, err
+	}
 	if idx, err = k.indexKeys(ctx, memory, prefix); err != nil || len(idx) == 0 {
 		return idx, gen, err
 	}
@@ -460,7 +530,7 @@ func (k *Keyring) IndexKeys(ctx context.Context, memory, prefix string, fresh bo
 }
 
 func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]ScopeIndex, error) {
-	mk, err := k.key(ctx, memory, KindMemory, "", false)
+	mk, err := k.key(ctx, memory, KindMemory, "", false, 0)
 	if errors.Is(err, ErrNoKey) {
 		return nil, nil
 	}
@@ -483,7 +553,7 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 	// prefix's ancestors are needed too (a/b needs a).
 	prefixes := grains.ScopePrefixes(prefix)
 	for _, p := range prefixes[:max(0, len(prefixes)-1)] {
-		r, err := k.key(ctx, memory, KindScope, p, false)
+		r, err := k.key(ctx, memory, KindScope, p, false, 0)
 		if errors.Is(err, ErrNoKey) {
 			return nil, nil // an ancestor has no key: nothing below it exists
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,6 +106,9 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 	var lost []int
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		lost = lost[:0]
+		if err := db.checkUnder(tx, rs); err != nil {
+			return err
+		}
 		created := make([]bool, len(rs))
 		for start := 0; start < len(rs); start += chunk {
 			part := rs[start:min(start+chunk, len(rs))]
@@ -184,6 +188,32 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 		}
 	}
 	return out, nil
+}
+
+// checkUnder fails with code erased if a record is to be created under a
+// memory key (Record.Under) that is no longer live. It takes the memory's
+// write lock first (see checkLive), so an erase cannot commit between the
+// check and this transaction's commit, and an erase that starts after it
+// destroys the keys it created.
+func (db *DB) checkUnder(tx *gorm.DB, rs []keys.Record) error {
+	under := map[string][]int64{}
+	var memories []string
+	for _, r := range rs {
+		if r.Under == 0 || slices.Contains(under[r.Memory], r.Under) {
+			continue
+		}
+		if under[r.Memory] == nil {
+			memories = append(memories, r.Memory)
+		}
+		under[r.Memory] = append(under[r.Memory], r.Under)
+	}
+	slices.Sort(memories) // one lock order across transactions
+	for _, m := range memories {
+		if err := checkLive(tx, db.dialect, m, under[m]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SetKeyEvent sets the function that builds the audit event committed with
