@@ -75,12 +75,12 @@ func newClient(server, tokenFile string) (*client, error) {
 	}
 	b, err := os.ReadFile(tokenFile)
 	if err != nil {
-		return nil, &lethe.Error{Code: "invalid_argument", Message: "cannot read the token file", Err: err,
+		return nil, &lethe.Error{Code: lethe.CodeInvalidArgument, Message: "cannot read the token file", Err: err,
 			Hint: "--token-file (or $LETHE_TOKEN_FILE) names a readable file holding the API token"}
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return nil, &lethe.Error{Code: "invalid_argument", Message: "the token file " + tokenFile + " is empty",
+		return nil, &lethe.Error{Code: lethe.CodeInvalidArgument, Message: "the token file " + tokenFile + " is empty",
 			Hint: "--token-file (or $LETHE_TOKEN_FILE) names a readable file holding the API token"}
 	}
 	return &client{base: strings.TrimRight(u.String(), "/"), token: tok, hc: &http.Client{Timeout: 2 * time.Minute}}, nil
@@ -112,18 +112,18 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, &lethe.Error{Code: "unavailable", Message: "the server cannot be reached", Err: err,
+		return 0, &lethe.Error{Code: lethe.CodeUnavailable, Message: "the server cannot be reached", Err: err,
 			Hint: "check --server and that 'lethe serve' runs"}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return resp.StatusCode, &lethe.Error{Code: "unavailable", Message: "the server's answer was cut short", Err: err}
+		return resp.StatusCode, &lethe.Error{Code: lethe.CodeUnavailable, Message: "the server's answer was cut short", Err: err}
 	}
 	if resp.StatusCode >= 300 || (resp.StatusCode == http.StatusAccepted && isError(b)) {
 		var e api.ErrorResponse
 		if json.Unmarshal(b, &e) != nil || e.Code == "" {
-			return resp.StatusCode, &lethe.Error{Code: "unavailable", Message: fmt.Sprintf("the server answered HTTP %d", resp.StatusCode)}
+			return resp.StatusCode, &lethe.Error{Code: lethe.CodeUnavailable, Message: fmt.Sprintf("the server answered HTTP %d", resp.StatusCode)}
 		}
 		return resp.StatusCode, &lethe.Error{Code: lethe.Code(e.Code), Message: e.Message, Hint: e.Hint}
 	}
@@ -167,7 +167,7 @@ func (c *client) Add(ctx context.Context, g lethe.Grain) (string, error) {
 // AddBatch writes grains of one memory in one request.
 func (c *client) AddBatch(ctx context.Context, gs []lethe.Grain) ([]string, error) {
 	if len(gs) == 0 {
-		return nil, &lethe.Error{Code: "invalid_argument", Field: "grains", Message: "an empty batch"}
+		return nil, &lethe.Error{Code: lethe.CodeInvalidArgument, Field: "grains", Message: "an empty batch"}
 	}
 	req := api.AddBatchRequest{Grains: make([]api.GrainInput, len(gs))}
 	for i := range gs {

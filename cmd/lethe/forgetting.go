@@ -57,7 +57,7 @@ func (e *env) needConfirm(what string) error {
 	if e.yes {
 		return nil
 	}
-	return &lethe.Error{Code: "invalid_argument", Message: what + " is destructive and needs --yes",
+	return &lethe.Error{Code: lethe.CodeInvalidArgument, Message: what + " is destructive and needs --yes",
 		Hint: "see what it would do with --dry-run first, then repeat with --yes"}
 }
 

@@ -277,7 +277,7 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case set["subject"] && *subject == "", set["user"] && *user == "":
-		return &lethe.Error{Code: "empty_selector", Message: "an empty --subject or --user selects nothing; it never means everything"}
+		return &lethe.Error{Code: lethe.CodeEmptySelector, Message: "an empty --subject or --user selects nothing; it never means everything"}
 	case len(pos) == 1:
 		sel.Hash = pos[0]
 	case len(pos) > 1:

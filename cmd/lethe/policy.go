@@ -110,7 +110,7 @@ func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	if bad > 0 {
-		return &lethe.Error{Code: "invalid_argument", Message: fmt.Sprintf("policy check: %d of %d files invalid", bad, len(files)),
+		return &lethe.Error{Code: lethe.CodeInvalidArgument, Message: fmt.Sprintf("policy check: %d of %d files invalid", bad, len(files)),
 			Hint: "each problem is printed above as FILE:LINE: KEY: PROBLEM"}
 	}
 	return nil

@@ -190,7 +190,7 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 	// (no store, no generated admin token).
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return &lethe.Error{Code: "unavailable", Message: "cannot listen on " + cfg.Addr, Err: err,
+		return &lethe.Error{Code: lethe.CodeUnavailable, Message: "cannot listen on " + cfg.Addr, Err: err,
 			Hint: "another process may hold the port: pick another with --addr HOST:PORT (port 0 picks a free one)"}
 	}
 	defer ln.Close()

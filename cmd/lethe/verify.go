@@ -287,7 +287,7 @@ func readVerifyInput(name string) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > maxVerifyInput {
-		return nil, &lethe.Error{Code: "too_large", Message: fmt.Sprintf("%s is larger than %d bytes", name, maxVerifyInput)}
+		return nil, &lethe.Error{Code: lethe.CodeTooLarge, Message: fmt.Sprintf("%s is larger than %d bytes", name, maxVerifyInput)}
 	}
 	return b, nil
 }

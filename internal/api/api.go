@@ -235,7 +235,7 @@ func (s *Server) readyz(c *gin.Context) {
 		// Without a readiness check of its own, reading the latest signed
 		// checkpoint goes through the library's store pool and audit state.
 		checks["audit"] = "ok"
-		if _, err := s.lib.Checkpoint(ctx); err != nil && lethe.ErrorCode(err) != "not_found" {
+		if _, err := s.lib.Checkpoint(ctx); err != nil && lethe.ErrorCode(err) != lethe.CodeNotFound {
 			checks["audit"], ok = "unavailable", false
 			s.log.LogAttrs(ctx, slog.LevelWarn, "not ready", slog.String("check", "audit"), slog.Any("error", err))
 		}

@@ -50,7 +50,7 @@ func uintParam(field, v string) (uint64, error) {
 	// Indexes and sizes are stored as signed 64-bit integers.
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || n > math.MaxInt64 {
-		return 0, grains.FieldError(grains.CodeInvalidArgument, field, "must be an integer in [0, 2^63-1]")
+		return 0, grains.FieldError(lethe.CodeInvalidArgument, field, "must be an integer in [0, 2^63-1]")
 	}
 	return n, nil
 }
@@ -81,10 +81,10 @@ func (s *Server) auditProof(c *gin.Context) {
 	var err error
 	switch {
 	case hasEvent && (hasIndex || hasSize):
-		err = grains.Errorf(grains.CodeInvalidArgument, "give event, or index (and size), not both")
+		err = grains.Errorf(lethe.CodeInvalidArgument, "give event, or index (and size), not both")
 	case hasEvent:
 		if event == "" || len(event) > 128 {
-			err = grains.FieldError(grains.CodeInvalidArgument, "event", "not an event id")
+			err = grains.FieldError(lethe.CodeInvalidArgument, "event", "not an event id")
 			break
 		}
 		p, err = s.lib.ProofByEvent(ctx, event)
@@ -100,7 +100,7 @@ func (s *Server) auditProof(c *gin.Context) {
 		}
 		p, err = s.lib.Proof(ctx, i, n)
 	default:
-		err = grains.Errorf(grains.CodeInvalidArgument, "give event=ID, or index=N (and size=S)")
+		err = grains.Errorf(lethe.CodeInvalidArgument, "give event=ID, or index=N (and size=S)")
 	}
 	if err != nil {
 		s.fail(c, err)
@@ -127,7 +127,7 @@ func (s *Server) auditConsistency(c *gin.Context) {
 	}
 	b, err := p.Marshal()
 	if err != nil {
-		s.fail(c, grains.Wrap(grains.CodeInternal, "marshal consistency proof", err))
+		s.fail(c, grains.Wrap(lethe.CodeInternal, "marshal consistency proof", err))
 		return
 	}
 	c.Data(http.StatusOK, "application/json", b)

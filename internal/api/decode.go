@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/grains"
 )
 
@@ -36,9 +37,9 @@ func readBody(c *gin.Context, limit int64) ([]byte, error) {
 	case errors.As(err, &mbe):
 		return nil, tooLarge(limit)
 	case err != nil:
-		return nil, grains.Wrap(grains.CodeInvalidArgument, "the body could not be read", err)
+		return nil, grains.Wrap(lethe.CodeInvalidArgument, "the body could not be read", err)
 	case len(bytes.TrimSpace(b)) == 0:
-		return nil, grains.Errorf(grains.CodeInvalidArgument, "a JSON body is required")
+		return nil, grains.Errorf(lethe.CodeInvalidArgument, "a JSON body is required")
 	}
 	return b, nil
 }
@@ -61,7 +62,7 @@ func decodeStrict(b []byte, v any) error {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return grains.Errorf(grains.CodeInvalidArgument, "trailing data after the JSON value")
+		return grains.Errorf(lethe.CodeInvalidArgument, "trailing data after the JSON value")
 	}
 	return nil
 }
@@ -89,7 +90,7 @@ func decode(c *gin.Context, limit int64, v any) ([]byte, error) {
 // It runs before decoding; syntax errors are left to the decoder.
 func checkJSON(b []byte) error {
 	if !utf8.Valid(b) {
-		return grains.Errorf(grains.CodeInvalidArgument, "the body is not valid UTF-8")
+		return grains.Errorf(lethe.CodeInvalidArgument, "the body is not valid UTF-8")
 	}
 	if err := checkEscapes(b); err != nil {
 		return err
@@ -154,9 +155,9 @@ func checkJSON(b []byte) error {
 
 func keyError(key, msg string) error {
 	if fieldName.MatchString(key) {
-		return grains.FieldError(grains.CodeInvalidArgument, key, msg)
+		return grains.FieldError(lethe.CodeInvalidArgument, key, msg)
 	}
-	return grains.Errorf(grains.CodeInvalidArgument, "%s", msg)
+	return grains.Errorf(lethe.CodeInvalidArgument, "%s", msg)
 }
 
 func lowerASCII(s string) bool {
@@ -171,7 +172,7 @@ func lowerASCII(s string) bool {
 // checkEscapes refuses \u escapes that do not encode a Unicode scalar
 // value: a high surrogate not followed by a low one, or a lone low one.
 func checkEscapes(b []byte) error {
-	bad := grains.Errorf(grains.CodeInvalidArgument, "a string holds a \\u escape that is not valid UTF-16 (a lone surrogate)")
+	bad := grains.Errorf(lethe.CodeInvalidArgument, "a string holds a \\u escape that is not valid UTF-16 (a lone surrogate)")
 	for i := 0; i+1 < len(b); i++ {
 		if b[i] != '\\' {
 			continue
@@ -229,27 +230,27 @@ func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return grains.Errorf(grains.CodeInvalidArgument, "malformed JSON at byte %d", se.Offset)
+		return grains.Errorf(lethe.CodeInvalidArgument, "malformed JSON at byte %d", se.Offset)
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return grains.Errorf(grains.CodeInvalidArgument, "malformed JSON: unexpected end")
+		return grains.Errorf(lethe.CodeInvalidArgument, "malformed JSON: unexpected end")
 	case errors.As(err, &te):
 		// Field is the JSON path, with the names of embedded Go structs.
 		field := strings.ReplaceAll(te.Field, "GrainInput.", "")
 		if field == "" || !fieldName.MatchString(field) {
-			return grains.Errorf(grains.CodeInvalidArgument, "the body must be a JSON object of the documented form")
+			return grains.Errorf(lethe.CodeInvalidArgument, "the body must be a JSON object of the documented form")
 		}
-		return grains.FieldError(grains.CodeInvalidArgument, field, "wrong type: want "+kindName(te.Type))
+		return grains.FieldError(lethe.CodeInvalidArgument, field, "wrong type: want "+kindName(te.Type))
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name = strings.Trim(name, `"`)
 		if !fieldName.MatchString(name) {
-			return grains.Errorf(grains.CodeInvalidArgument, "unknown field")
+			return grains.Errorf(lethe.CodeInvalidArgument, "unknown field")
 		}
-		return grains.FieldError(grains.CodeInvalidArgument, name, "unknown field")
+		return grains.FieldError(lethe.CodeInvalidArgument, name, "unknown field")
 	}
 	// Other decoding errors (e.g. a time that is not RFC 3339) may quote the
 	// value: say only that the body is malformed.
-	return grains.Wrap(grains.CodeInvalidArgument, "a field has a malformed value", err)
+	return grains.Wrap(lethe.CodeInvalidArgument, "a field has a malformed value", err)
 }
 
 func kindName(t reflect.Type) string {

@@ -28,7 +28,7 @@ var _ Eraser = (*lethe.DB)(nil)
 // erasure or hold never defaults to "everything".
 func required(field string, v *string) (string, error) {
 	if v == nil || strings.TrimSpace(*v) == "" {
-		return "", &lethe.Error{Code: grains.CodeEmptySelector, Field: field,
+		return "", &lethe.Error{Code: lethe.CodeEmptySelector, Field: field,
 			Message: "name what to act on; an empty selector never means everything"}
 	}
 	return *v, nil
@@ -77,7 +77,7 @@ func (s *Server) scopeErase(c *gin.Context) {
 		return
 	}
 	if strings.Trim(path, "/") == "" {
-		s.fail(c, &lethe.Error{Code: grains.CodeEmptySelector, Field: "scope", Message: "the root scope is the whole memory",
+		s.fail(c, &lethe.Error{Code: lethe.CodeEmptySelector, Field: "scope", Message: "the root scope is the whole memory",
 			Hint: "to erase a whole memory use POST .../erase"})
 		return
 	}
@@ -103,7 +103,7 @@ func (s *Server) eraseMemory(c *gin.Context) {
 	}
 	memory := c.Param("memory")
 	if req.Confirm != memory {
-		s.fail(c, grains.FieldError(grains.CodeInvalidArgument, "confirm", "must repeat the memory's name"))
+		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "confirm", "must repeat the memory's name"))
 		return
 	}
 	if tokenOf(c).Scoped() {
@@ -148,11 +148,11 @@ func (s *Server) setHold(c *gin.Context) {
 	var err error
 	switch {
 	case req.Scope != nil && req.UserID != nil:
-		err = grains.Errorf(grains.CodeInvalidArgument, "a hold names exactly one of a scope or a user")
+		err = grains.Errorf(lethe.CodeInvalidArgument, "a hold names exactly one of a scope or a user")
 	case req.Scope != nil:
 		spec.Scope, err = required("scope", req.Scope)
 		if err == nil && strings.Trim(spec.Scope, "/") == "" {
-			err = &lethe.Error{Code: grains.CodeEmptySelector, Field: "scope", Message: "name a scope path"}
+			err = &lethe.Error{Code: lethe.CodeEmptySelector, Field: "scope", Message: "name a scope path"}
 		}
 		if err == nil && !tokenOf(c).AllowsScope(spec.Scope) {
 			err = outOfScope("scope")

@@ -9,7 +9,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // Codes the API adds to lethe's domain codes. Like those, they are stable.
@@ -26,28 +25,28 @@ const (
 // statuses is THE table from error code to HTTP status. Every error the API
 // answers goes through it; a code missing here is answered as internal.
 var statuses = map[lethe.Code]int{
-	"invalid_argument":       http.StatusBadRequest,
-	"empty_grain":            http.StatusBadRequest,
-	"too_large":              http.StatusBadRequest, // a field over its limit; a body over its limit is payload_too_large
-	"invalid_scope":          http.StatusBadRequest,
-	"invalid_memory":         http.StatusBadRequest,
-	"empty_selector":         http.StatusBadRequest,
-	"not_found":              http.StatusNotFound,
-	"already_superseded":     http.StatusConflict,
-	"conflict":               http.StatusConflict,
-	"erased":                 http.StatusNotFound, // answered as not_found: see response
-	"held":                   http.StatusLocked,   // 423: a legal hold locks the data against destruction
-	"protected":              http.StatusConflict,
-	"unavailable":            http.StatusServiceUnavailable,
-	"pending":                http.StatusAccepted, // committed and audited; no signed checkpoint covers it yet
-	"internal":               http.StatusInternalServerError,
-	CodeUnauthorized:         http.StatusUnauthorized,
-	CodeForbidden:            http.StatusForbidden,
-	CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
-	CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
-	CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
-	CodeRouteNotFound:        http.StatusNotFound,
-	CodeDeadlineExceeded:     http.StatusGatewayTimeout,
+	lethe.CodeInvalidArgument:   http.StatusBadRequest,
+	lethe.CodeEmptyGrain:        http.StatusBadRequest,
+	lethe.CodeTooLarge:          http.StatusBadRequest, // a field over its limit; a body over its limit is payload_too_large
+	lethe.CodeInvalidScope:      http.StatusBadRequest,
+	lethe.CodeInvalidMemory:     http.StatusBadRequest,
+	lethe.CodeEmptySelector:     http.StatusBadRequest,
+	lethe.CodeNotFound:          http.StatusNotFound,
+	lethe.CodeAlreadySuperseded: http.StatusConflict,
+	lethe.CodeConflict:          http.StatusConflict,
+	lethe.CodeErased:            http.StatusNotFound, // answered as not_found: see response
+	lethe.CodeHeld:              http.StatusLocked,   // 423: a legal hold locks the data against destruction
+	lethe.CodeProtected:         http.StatusConflict,
+	lethe.CodeUnavailable:       http.StatusServiceUnavailable,
+	lethe.CodePending:           http.StatusAccepted, // committed and audited; no signed checkpoint covers it yet
+	lethe.CodeInternal:          http.StatusInternalServerError,
+	CodeUnauthorized:            http.StatusUnauthorized,
+	CodeForbidden:               http.StatusForbidden,
+	CodePayloadTooLarge:         http.StatusRequestEntityTooLarge,
+	CodeUnsupportedMediaType:    http.StatusUnsupportedMediaType,
+	CodeMethodNotAllowed:        http.StatusMethodNotAllowed,
+	CodeRouteNotFound:           http.StatusNotFound,
+	CodeDeadlineExceeded:        http.StatusGatewayTimeout,
 }
 
 // Status returns the HTTP status of code (500 for a code not in the table).
@@ -71,17 +70,17 @@ func response(err error) (int, ErrorResponse) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		code = CodeDeadlineExceeded
 	}
-	if code == grains.CodeErased {
+	if code == lethe.CodeErased {
 		// A grain whose key was destroyed is gone: the API says so as it
 		// says it of a grain that never was, so an erasure leaves no trace.
-		return http.StatusNotFound, ErrorResponse{Code: string(grains.CodeNotFound), Message: "no such grain"}
+		return http.StatusNotFound, ErrorResponse{Code: string(lethe.CodeNotFound), Message: "no such grain"}
 	}
 	status := Status(code)
 	if code == CodeDeadlineExceeded {
 		return status, ErrorResponse{Code: string(code), Message: "the request did not finish in time"}
 	}
 	if status == http.StatusInternalServerError {
-		return status, ErrorResponse{Code: "internal", Message: "internal error"}
+		return status, ErrorResponse{Code: string(lethe.CodeInternal), Message: "internal error"}
 	}
 	body := ErrorResponse{Code: string(code), Message: publicMessage(err)}
 	var le *lethe.Error
@@ -107,7 +106,7 @@ func publicMessage(err error) string {
 // error (whose causes never hold personal data); 4xx answers are not.
 func (s *Server) fail(c *gin.Context, err error) {
 	status, body := response(err)
-	if body.Code == "pending" {
+	if body.Code == string(lethe.CodePending) {
 		c.Header("Retry-After", "1")
 	}
 	if status >= 500 {

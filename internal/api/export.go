@@ -8,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // Exporter makes subject access exports.
@@ -42,7 +41,7 @@ func (s *Server) exportUser(c *gin.Context) {
 		return
 	}
 	if req.Recipient == nil || strings.TrimSpace(*req.Recipient) == "" {
-		s.fail(c, &lethe.Error{Code: grains.CodeInvalidArgument, Field: "recipient", Message: "name the age recipient to encrypt the export to"})
+		s.fail(c, &lethe.Error{Code: lethe.CodeInvalidArgument, Field: "recipient", Message: "name the age recipient to encrypt the export to"})
 		return
 	}
 	if tokenOf(c).Scoped() {

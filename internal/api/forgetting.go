@@ -57,17 +57,17 @@ func (s *Server) archive(c *gin.Context) {
 	var err error
 	if req.Hashes != nil {
 		if req.Trigger != "" || req.DryRun {
-			s.fail(c, grains.Errorf(grains.CodeInvalidArgument, "archive hashes, or run the ladder with trigger and dry_run: not both"))
+			s.fail(c, grains.Errorf(lethe.CodeInvalidArgument, "archive hashes, or run the ladder with trigger and dry_run: not both"))
 			return
 		}
 		if tok.Scoped() {
 			if len(req.Hashes) > grains.MaxBatch {
-				s.fail(c, grains.FieldError(grains.CodeTooLarge, "hashes", "at most 10000 hashes"))
+				s.fail(c, grains.FieldError(lethe.CodeTooLarge, "hashes", "at most 10000 hashes"))
 				return
 			}
 			for _, h := range req.Hashes {
 				g, err := s.lib.Get(ctx, memory, h)
-				if code := lethe.ErrorCode(err); code == grains.CodeNotFound {
+				if code := lethe.ErrorCode(err); code == lethe.CodeNotFound {
 					continue
 				}
 				if err != nil {

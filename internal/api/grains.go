@@ -20,7 +20,7 @@ func outOfScope(field string) error {
 // scopes: exactly what it hears of a hash that names no grain (the store's
 // not_found), so it cannot tell the two apart.
 func noGrain(memory, hash string) error {
-	return grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", hash, memory)
+	return grains.Errorf(lethe.CodeNotFound, "no grain %s in memory %s", hash, memory)
 }
 
 // addGrains writes one grain (the body is a grain) or a batch (the body is
@@ -53,11 +53,11 @@ func (s *Server) addGrains(c *gin.Context) {
 		return
 	}
 	if !req.GrainInput.isZero() {
-		s.fail(c, grains.Errorf(grains.CodeInvalidArgument, `send one grain, or {"grains": [...]} alone`))
+		s.fail(c, grains.Errorf(lethe.CodeInvalidArgument, `send one grain, or {"grains": [...]} alone`))
 		return
 	}
 	if len(req.Grains) > grains.MaxBatch {
-		s.fail(c, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch"))
+		s.fail(c, grains.FieldError(lethe.CodeTooLarge, "grains", "at most 10000 grains per batch"))
 		return
 	}
 	// The library bounds the batch's tags too (grains.MaxBatchTags); the
@@ -109,7 +109,7 @@ func (s *Server) recall(c *gin.Context) {
 func hashParam(c *gin.Context) (string, error) {
 	h := c.Param("hash")
 	if !grains.ValidHash(h) {
-		return "", grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+		return "", grains.FieldError(lethe.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
 	}
 	return h, nil
 }
@@ -172,11 +172,11 @@ func (s *Server) supersede(c *gin.Context) {
 		return
 	}
 	if req.BlobHash == "" {
-		s.fail(c, grains.FieldError(grains.CodeInvalidArgument, "blob_hash", "the hash of the version to supersede is required"))
+		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "the hash of the version to supersede is required"))
 		return
 	}
 	if !grains.ValidHash(req.BlobHash) {
-		s.fail(c, grains.FieldError(grains.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits"))
+		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits"))
 		return
 	}
 	memory, ctx := c.Param("memory"), c.Request.Context()
@@ -224,7 +224,7 @@ func (s *Server) forget(c *gin.Context) {
 			continue
 		}
 		if strings.TrimSpace(*f.v) == "" {
-			s.fail(c, &lethe.Error{Code: grains.CodeEmptySelector, Field: f.name,
+			s.fail(c, &lethe.Error{Code: lethe.CodeEmptySelector, Field: f.name,
 				Message: "an empty selector selects nothing; it never means everything"})
 			return
 		}
@@ -246,7 +246,7 @@ func (s *Server) forget(c *gin.Context) {
 		}
 		for _, h := range hashes {
 			chain, err := s.lib.History(ctx, memory, h)
-			if lethe.ErrorCode(err) == grains.CodeNotFound {
+			if lethe.ErrorCode(err) == lethe.CodeNotFound {
 				continue
 			}
 			if err != nil {

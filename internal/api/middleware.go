@@ -104,7 +104,7 @@ func (s *Server) recover(c *gin.Context) {
 			c.Abort()
 			return
 		}
-		c.AbortWithStatusJSON(http.StatusInternalServerError, ErrorResponse{Code: "internal", Message: "internal error"})
+		c.AbortWithStatusJSON(http.StatusInternalServerError, ErrorResponse{Code: string(lethe.CodeInternal), Message: "internal error"})
 	}()
 	c.Next()
 }

@@ -2,10 +2,15 @@ package api
 
 import (
 	"encoding/json"
+	"maps"
+	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lethe-io/lethe"
 )
 
 // TestOpenAPIMatchesRoutes walks the gin routes and the OpenAPI document:
@@ -103,4 +108,56 @@ func resolves(doc map[string]any, ref string) bool {
 		}
 	}
 	return true
+}
+
+// TestCodesDocumented checks that the table of codes in docs/api.md, the
+// Error schema's enum in openapi.json and the status table are one set of
+// codes, with the same status in the docs as in the table.
+func TestCodesDocumented(t *testing.T) {
+	md, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[lethe.Code]int{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9]{3}) \\|").FindAllSubmatch(md, -1) {
+		status, _ := strconv.Atoi(string(m[2]))
+		documented[lethe.Code(m[1])] = status
+	}
+	for code, status := range statuses {
+		got, ok := documented[code]
+		switch {
+		case !ok:
+			t.Errorf("code %q is not in docs/api.md's table", code)
+		case got != status:
+			t.Errorf("docs/api.md gives %q status %d, the table %d", code, got, status)
+		}
+	}
+	for code := range documented {
+		if _, ok := statuses[code]; !ok {
+			t.Errorf("docs/api.md documents %q, which the status table does not know", code)
+		}
+	}
+
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				Error struct {
+					Properties struct {
+						Code struct {
+							Enum []lethe.Code `json:"enum"`
+						} `json:"code"`
+					} `json:"properties"`
+				} `json:"Error"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	enum := doc.Components.Schemas.Error.Properties.Code.Enum
+	got := slices.Sorted(slices.Values(enum))
+	want := slices.Sorted(maps.Keys(statuses))
+	if !slices.Equal(got, want) {
+		t.Errorf("openapi.json's Error.code enum = %v, want the status table's codes %v", got, want)
+	}
 }

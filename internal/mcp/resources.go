@@ -52,7 +52,7 @@ func parseURI(uri string, history bool) (memory, hash string, ok bool) {
 // resourceErr turns a library error into a resource read's error: not
 // found as the protocol's own, others with the library's public message.
 func resourceErr(uri string, err error) error {
-	if lethe.ErrorCode(err) == grains.CodeNotFound {
+	if lethe.ErrorCode(err) == lethe.CodeNotFound {
 		return sdk.ResourceNotFoundError(uri)
 	}
 	return &resultError{ErrorInfo{Code: string(lethe.ErrorCode(err)), Message: grains.PublicMessage(err)}}

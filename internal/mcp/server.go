@@ -223,7 +223,7 @@ func (h *handlers) fail(tool string, err error) error {
 			info.Message = le.Message
 		}
 	}
-	if info.Code == string(grains.CodeInternal) {
+	if info.Code == string(lethe.CodeInternal) {
 		h.cfg.Logger.Error("mcp tool failed", slog.String("tool", tool), slog.Any("error", err))
 	}
 	return &resultError{info}

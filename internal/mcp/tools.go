@@ -286,7 +286,7 @@ func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in S
 		return nil, nil, h.fail("supersede", err)
 	}
 	if !grains.ValidHash(in.Hash) {
-		return nil, nil, h.fail("supersede", grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits"))
+		return nil, nil, h.fail("supersede", grains.FieldError(lethe.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits"))
 	}
 	g := in.grain(memory)
 	if h.locked() {
@@ -379,13 +379,13 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 		targets++
 		out.Mode = f.name
 		if f.v != nil && strings.TrimSpace(*f.v) == "" {
-			return nil, nil, h.fail("forget", &lethe.Error{Code: grains.CodeEmptySelector, Field: f.name,
+			return nil, nil, h.fail("forget", &lethe.Error{Code: lethe.CodeEmptySelector, Field: f.name,
 				Message: "an empty selector selects nothing; it never means everything",
 				Hint:    "leave every target out to run the risk sweep"})
 		}
 	}
 	if targets > 1 {
-		return nil, nil, h.fail("forget", grains.Errorf(grains.CodeInvalidArgument, "name one of hash, hashes, subject or user_id"))
+		return nil, nil, h.fail("forget", grains.Errorf(lethe.CodeInvalidArgument, "name one of hash, hashes, subject or user_id"))
 	}
 	if targets == 0 {
 		out.Mode = "sweep"
@@ -395,10 +395,10 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 		return nil, out, nil
 	}
 	if in.Hashes != nil && len(in.Hashes) == 0 {
-		return nil, nil, h.fail("forget", &lethe.Error{Code: grains.CodeEmptySelector, Field: "hashes", Message: "an empty list selects nothing"})
+		return nil, nil, h.fail("forget", &lethe.Error{Code: lethe.CodeEmptySelector, Field: "hashes", Message: "an empty list selects nothing"})
 	}
 	if len(in.Hashes) > maxSeeds {
-		return nil, nil, h.fail("forget", grains.FieldError(grains.CodeTooLarge, "hashes", "at most 10000 hashes"))
+		return nil, nil, h.fail("forget", grains.FieldError(lethe.CodeTooLarge, "hashes", "at most 10000 hashes"))
 	}
 
 	// The seeds: the hashes named, or those the caller can recall.
@@ -421,7 +421,7 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	}
 	for _, s := range seeds {
 		if !grains.ValidHash(s) {
-			return nil, nil, h.fail("forget", grains.FieldError(grains.CodeInvalidArgument, out.Mode, "each must be 64 lowercase hex digits"))
+			return nil, nil, h.fail("forget", grains.FieldError(lethe.CodeInvalidArgument, out.Mode, "each must be 64 lowercase hex digits"))
 		}
 	}
 	if in.DryRun || h.locked() {
@@ -443,10 +443,10 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 		sel = lethe.Selector{Memory: memory, Hash: *in.Hash}
 	}
 	res, err := h.cfg.Library.Forget(ctx, sel)
-	if lethe.ErrorCode(err) == grains.CodeProtected {
+	if lethe.ErrorCode(err) == lethe.CodeProtected {
 		var le *lethe.Error
 		errors.As(err, &le)
-		out.OK, out.Preserved, out.Code, out.Status = false, true, string(grains.CodeProtected), "refused"
+		out.OK, out.Preserved, out.Code, out.Status = false, true, string(lethe.CodeProtected), "refused"
 		out.Reason = strings.TrimPrefix(le.Message, "cannot forget a protected grain: ")
 		out.Hint = "protected grains are kept on purpose and this server never overrides protection; " + le.Hint
 		return &sdk.CallToolResult{IsError: true}, out, nil
@@ -484,7 +484,7 @@ func (h *handlers) recallAll(ctx context.Context, q lethe.Query) ([]string, erro
 			out = append(out, g.Hash)
 		}
 		if len(out) > maxSeeds {
-			return nil, &lethe.Error{Code: grains.CodeTooLarge, Message: "more than 10000 grains match",
+			return nil, &lethe.Error{Code: lethe.CodeTooLarge, Message: "more than 10000 grains match",
 				Hint: "forget them by hashes in batches, or erase the user with forget_user"}
 		}
 		if page.Next == "" {
@@ -505,7 +505,7 @@ func (h *handlers) preview(ctx context.Context, memory string, seeds []string, s
 			continue
 		}
 		chain, err := h.cfg.Library.History(ctx, memory, s)
-		if lethe.ErrorCode(err) == grains.CodeNotFound && !single {
+		if lethe.ErrorCode(err) == lethe.CodeNotFound && !single {
 			continue
 		}
 		if err != nil {
@@ -640,7 +640,7 @@ func (h *handlers) forgetUser(ctx context.Context, req *sdk.CallToolRequest, in 
 		return nil, nil, h.fail("forget_user", forbidden("user_id", "a user's key spans every namespace and scope; a locked session cannot erase it"))
 	}
 	if strings.TrimSpace(in.UserID) == "" {
-		return nil, nil, h.fail("forget_user", &lethe.Error{Code: grains.CodeEmptySelector, Field: "user_id", Message: "a user id is required"})
+		return nil, nil, h.fail("forget_user", &lethe.Error{Code: lethe.CodeEmptySelector, Field: "user_id", Message: "a user id is required"})
 	}
 	e, err := h.cfg.Eraser.ForgetUser(ctx, memory, in.UserID)
 	if err != nil {
@@ -667,7 +667,7 @@ func (h *handlers) eraseScope(ctx context.Context, req *sdk.CallToolRequest, in 
 	}
 	scope := strings.Trim(in.Scope, "/")
 	if scope == "" {
-		return nil, nil, h.fail("erase_scope", &lethe.Error{Code: grains.CodeEmptySelector, Field: "scope",
+		return nil, nil, h.fail("erase_scope", &lethe.Error{Code: lethe.CodeEmptySelector, Field: "scope",
 			Message: "a scope path is required; the memory's root is never erased this way"})
 	}
 	if !within(scope, h.cfg.LockScope) {

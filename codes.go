@@ -1,0 +1,55 @@
+package lethe
+
+import "github.com/lethe-io/lethe/internal/grains"
+
+// The error codes. [ErrorCode] returns one of them for any error of the
+// library; callers branch on the code, never on the message. A code never
+// changes meaning once published. The HTTP API answers each with the status
+// listed in docs/api.md; the command line prints it on a "code:" line and
+// exits with status 1.
+const (
+	// CodeInvalidArgument is returned when a field is malformed or out of
+	// range: a bad hash, a time in the future, a cursor from elsewhere, a
+	// batch that mixes memories.
+	CodeInvalidArgument = grains.CodeInvalidArgument
+	// CodeEmptyGrain is returned by Add and Supersede for a grain with
+	// neither a triple part nor content.
+	CodeEmptyGrain = grains.CodeEmptyGrain
+	// CodeTooLarge is returned when a value or a list exceeds its limit
+	// (content, tags, a batch).
+	CodeTooLarge = grains.CodeTooLarge
+	// CodeInvalidScope is returned for a malformed scope path.
+	CodeInvalidScope = grains.CodeInvalidScope
+	// CodeInvalidMemory is returned for a malformed memory name.
+	CodeInvalidMemory = grains.CodeInvalidMemory
+	// CodeEmptySelector is returned when a forget, erasure or hold names
+	// nothing: an empty selector never means everything.
+	CodeEmptySelector = grains.CodeEmptySelector
+	// CodeNotFound is returned when no grain, event, hold or checkpoint has
+	// the given name in this memory.
+	CodeNotFound = grains.CodeNotFound
+	// CodeAlreadySuperseded is returned by Supersede when the grain already
+	// has a newer version.
+	CodeAlreadySuperseded = grains.CodeAlreadySuperseded
+	// CodeConflict is returned when a write would duplicate a live grain.
+	CodeConflict = grains.CodeConflict
+	// CodeErased is returned when a key in the grain's chain was destroyed
+	// (crypto-erased); the HTTP API answers it as CodeNotFound.
+	CodeErased = grains.CodeErased
+	// CodeHeld is returned when a legal hold forbids a destructive call;
+	// the refusal is audited.
+	CodeHeld = grains.CodeHeld
+	// CodeProtected is returned when a policy protects the grain from the
+	// call; the error's Hint says which rule.
+	CodeProtected = grains.CodeProtected
+	// CodeUnavailable is returned when a dependency (the store, the KEK,
+	// the audit log) cannot be reached.
+	CodeUnavailable = grains.CodeUnavailable
+	// CodePending is returned by the proof calls when the event is
+	// committed and audited but no signed checkpoint covers it yet.
+	CodePending = grains.CodePending
+	// CodeInternal is returned for a bug or a broken invariant, and by
+	// [ErrorCode] for any error that is not lethe's; the details are in the
+	// error's cause, never in its message.
+	CodeInternal = grains.CodeInternal
+)
