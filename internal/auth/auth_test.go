@@ -2,7 +2,9 @@ package auth
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -297,5 +299,70 @@ func TestRevokeRacesLookups(t *testing.T) {
 		if _, err := s.Lookup(ctx, secret); !errors.Is(err, ErrUnknown) {
 			t.Fatalf("round %d: the revoked token is cached: %v", round, err)
 		}
+	}
+}
+
+// TestSQLiteOpenedAsStore checks that the token store opens SQLite as the
+// store does: the file (and its -wal and -shm files) mode 0600, and
+// foreign keys on in every pooled connection, for a new file and for an
+// existing one left readable by others.
+func TestSQLiteOpenedAsStore(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name     string
+		existing os.FileMode // 0: no file before Open
+	}{{"new", 0}, {"existing 0644", 0o644}} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "lethe.db")
+			if tt.existing != 0 {
+				if err := os.WriteFile(path, nil, tt.existing); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(path, tt.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := Open(ctx, Config{SQLitePath: path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, _, err := s.Create(ctx, Spec{Roles: []Role{Reader}, Memories: []string{"a"}}); err != nil {
+				t.Fatal(err)
+			}
+			// Hold every connection of the pool at once, so that each is
+			// asked, not one reused.
+			sqlDB, err := s.db.DB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var conns []*sql.Conn
+			for range 4 {
+				c, err := sqlDB.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, c)
+				var on int
+				if err := c.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&on); err != nil {
+					t.Fatal(err)
+				}
+				if on != 1 {
+					t.Errorf("connection %d: PRAGMA foreign_keys = %d, want 1", len(conns), on)
+				}
+			}
+			for _, c := range conns {
+				c.Close()
+			}
+			for _, f := range []string{path, path + "-wal", path + "-shm"} {
+				st, err := os.Stat(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode().Perm() != 0o600 {
+					t.Errorf("%s: mode %v, want 0600", filepath.Base(f), st.Mode().Perm())
+				}
+			}
+		})
 	}
 }

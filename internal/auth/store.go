@@ -3,14 +3,12 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
-	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/store"
@@ -106,37 +104,28 @@ type Store struct {
 	gen uint64
 }
 
-// Open opens the token table, creating it if needed.
+// Open opens the token table, creating it if needed. The database is
+// opened as the store opens it (store.OpenDatabase): on SQLite with foreign
+// keys on and the file's mode 0600.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	var dial gorm.Dialector
+	d := store.Database{MaxOpenConns: 4}
 	switch {
 	case cfg.PostgresDSN != "":
-		dial = postgres.Open(cfg.PostgresDSN)
+		d.Dialect, d.DSN = store.Postgres, cfg.PostgresDSN
 	case cfg.SQLitePath != "":
-		dial = sqlite.Open("file:" + cfg.SQLitePath + "?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate&_synchronous=FULL&_secure_delete=on")
+		d.Dialect, d.DSN = store.SQLite, cfg.SQLitePath
 	default:
 		return nil, errors.New("auth: no database configured")
 	}
-	g, err := gorm.Open(dial, &gorm.Config{
-		TranslateError: true, PrepareStmt: true, SkipDefaultTransaction: true, Logger: logger.Discard,
-	})
+	g, err := store.OpenDatabase(ctx, d)
 	if err != nil {
-		return nil, unavailable("open token database", err)
+		return nil, fmt.Errorf("auth: open token database: %w", err)
 	}
-	sqlDB, err := g.DB()
-	if err != nil {
-		return nil, unavailable("open token database", err)
-	}
-	sqlDB.SetMaxOpenConns(4)
-	sqlDB.SetMaxIdleConns(4)
-	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-	if err := sqlDB.PingContext(ctx); err != nil {
-		sqlDB.Close()
-		return nil, unavailable("connect to token database", err)
-	}
-	if err := g.WithContext(ctx).AutoMigrate(&tokenRow{}); err != nil {
-		sqlDB.Close()
-		return nil, grains.Wrap(grains.CodeInternal, "migrate token table", err)
+	if err := store.Migrate(ctx, g, &tokenRow{}); err != nil {
+		if sqlDB, err := g.DB(); err == nil {
+			sqlDB.Close()
+		}
+		return nil, fmt.Errorf("auth: migrate token table: %w", err)
 	}
 	now := cfg.Now
 	if now == nil {
@@ -147,10 +136,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		ttl = DefaultCacheTTL
 	}
 	return &Store{db: g, now: now, ttl: ttl, cache: make(map[string]cached)}, nil
-}
-
-func unavailable(what string, err error) error {
-	return grains.Wrap(grains.CodeUnavailable, what, err)
 }
 
 // Close closes the database handle.

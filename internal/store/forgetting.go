@@ -729,7 +729,7 @@ func (PolicyRunRow) TableName() string { return "policy_runs" }
 
 // MigrateForgetting creates the tables the policy scheduler needs.
 func (db *DB) MigrateForgetting(ctx context.Context) error {
-	return translate(db.gorm.WithContext(ctx).AutoMigrate(&PolicyRunRow{}), "migrate schema")
+	return Migrate(ctx, db.gorm, &PolicyRunRow{})
 }
 
 // claimRun records a start of name at now if the last one is at least

@@ -17,19 +17,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -83,47 +78,16 @@ type DB struct {
 
 // Open opens the database and brings its schema up to date.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
-	var dial gorm.Dialector
-	switch cfg.Dialect {
-	case SQLite:
-		// WAL for concurrent readers, IMMEDIATE transactions so writers queue on
-		// the busy timeout instead of failing on lock upgrade, FULL sync so a
-		// committed transaction survives power loss. secure_delete zeroes
-		// freed cells and pages (a destroyed wrapped key, a forgotten sealed
-		// row) in the pages a transaction writes; see scrub.go for the log.
-		dsn := "file:" + cfg.DSN + "?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=FULL&_secure_delete=on"
-		dial = sqlite.Open(dsn)
-	case Postgres:
-		dial = postgres.Open(cfg.DSN)
-	default:
-		return nil, fmt.Errorf("store: unknown dialect %q", cfg.Dialect)
-	}
-	g, err := gorm.Open(dial, &gorm.Config{
-		TranslateError:         true,
-		PrepareStmt:            true,
-		SkipDefaultTransaction: true,
-		Logger:                 logger.Discard,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
-	})
-	if err != nil {
-		return nil, translate(err, "open database")
-	}
-	sqlDB, err := g.DB()
-	if err != nil {
-		return nil, translate(err, "open database")
-	}
+	d := Database{Dialect: cfg.Dialect, DSN: cfg.DSN}
 	if cfg.Dialect == Postgres {
-		n := cfg.MaxOpenConns
-		if n <= 0 {
-			n = 16
+		d.MaxOpenConns = cfg.MaxOpenConns
+		if d.MaxOpenConns <= 0 {
+			d.MaxOpenConns = 16
 		}
-		sqlDB.SetMaxOpenConns(n)
-		sqlDB.SetMaxIdleConns(n)
-		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
-	if err := sqlDB.PingContext(ctx); err != nil {
-		sqlDB.Close()
-		return nil, translate(err, "connect to database")
+	g, err := OpenDatabase(ctx, d)
+	if err != nil {
+		return nil, err
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -132,23 +96,12 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db := &DB{gorm: g, dialect: cfg.Dialect, log: log}
 	db.analyzeAt.Store(analyzeFirst)
 	if err := db.migrate(ctx); err != nil {
-		sqlDB.Close()
+		db.Close()
 		return nil, err
 	}
 	if err := db.analyzeIfStale(ctx); err != nil {
-		sqlDB.Close()
+		db.Close()
 		return nil, err
-	}
-	if cfg.Dialect == SQLite {
-		// The database holds wrapped keys and ciphertext: owner only, like
-		// the KEK beside it. SQLite gives the -wal and -shm files the main
-		// file's mode, and they exist by now (WAL mode, after migrating).
-		for _, f := range []string{cfg.DSN, cfg.DSN + "-wal", cfg.DSN + "-shm"} {
-			if err := os.Chmod(f, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				sqlDB.Close()
-				return nil, fmt.Errorf("store: restrict %s: %w", f, err)
-			}
-		}
 	}
 	return db, nil
 }
@@ -187,10 +140,10 @@ func (db *DB) Ping(ctx context.Context) error {
 // partial unique indexes are created explicitly because their WHERE
 // clauses differ in meaning from plain uniqueness.
 func (db *DB) migrate(ctx context.Context) error {
-	g := db.gorm.WithContext(ctx)
-	if err := g.AutoMigrate(&GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &ScopeGenRow{}, &CleanupJob{}, &CountRow{}, &UserCountRow{}); err != nil {
-		return translate(err, "migrate schema")
+	if err := Migrate(ctx, db.gorm, &GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &ScopeGenRow{}, &CleanupJob{}, &CountRow{}, &UserCountRow{}); err != nil {
+		return err
 	}
+	g := db.gorm.WithContext(ctx)
 	if err := migrateUserCounts(g); err != nil {
 		return translate(err, "migrate schema")
 	}
