@@ -73,22 +73,41 @@ func parseFields(typ string, args []string, createdAt string) (lethe.Grain, erro
 	return g, nil
 }
 
-func cmdAdd(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("add")
+// grainArgs parses the arguments of add (TYPE field=value...) and
+// supersede (HASH TYPE field=value...): the lead positional arguments
+// before TYPE, then the grain in e's memory, and opens the backend.
+// missing is the usage error when an argument is missing.
+func grainArgs(ctx context.Context, e *env, name string, args []string, lead int, missing string) (backend, []string, lethe.Grain, error) {
+	fs := e.flags(name)
 	createdAt := fs.String("created-at", "", "")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return err
+		return nil, nil, lethe.Grain{}, err
 	}
-	if len(pos) < 1 {
-		return usagef("add: missing TYPE (lethe add TYPE field=value...)")
+	if len(pos) < lead+1 {
+		return nil, nil, lethe.Grain{}, usagef("%s: %s", name, missing)
 	}
-	g, err := parseFields(pos[0], pos[1:], *createdAt)
+	g, err := parseFields(pos[lead], pos[lead+1:], *createdAt)
 	if err != nil {
-		return err
+		return nil, nil, lethe.Grain{}, err
 	}
 	g.Memory = e.memory
 	db, err := e.backend(ctx)
+	return db, pos[:lead], g, err
+}
+
+// printWritten prints the hash of a written grain, or out with it as JSON.
+func (e *env) printWritten(hash string, out map[string]string) error {
+	if e.json {
+		out["hash"] = hash
+		return e.printJSON(out)
+	}
+	printf(e.stdout, "%s\n", hash)
+	return nil
+}
+
+func cmdAdd(ctx context.Context, e *env, args []string) error {
+	db, _, g, err := grainArgs(ctx, e, "add", args, 0, "missing TYPE (lethe add TYPE field=value...)")
 	if err != nil {
 		return err
 	}
@@ -96,41 +115,19 @@ func cmdAdd(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if e.json {
-		return e.printJSON(map[string]string{"hash": h})
-	}
-	printf(e.stdout, "%s\n", h)
-	return nil
+	return e.printWritten(h, map[string]string{})
 }
 
 func cmdSupersede(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("supersede")
-	createdAt := fs.String("created-at", "", "")
-	pos, err := parse(fs, args)
+	db, lead, g, err := grainArgs(ctx, e, "supersede", args, 1, "need HASH and TYPE (lethe supersede HASH TYPE field=value...)")
 	if err != nil {
 		return err
 	}
-	if len(pos) < 2 {
-		return usagef("supersede: need HASH and TYPE (lethe supersede HASH TYPE field=value...)")
-	}
-	g, err := parseFields(pos[1], pos[2:], *createdAt)
+	h, err := db.Supersede(ctx, lead[0], g)
 	if err != nil {
 		return err
 	}
-	g.Memory = e.memory
-	db, err := e.backend(ctx)
-	if err != nil {
-		return err
-	}
-	h, err := db.Supersede(ctx, pos[0], g)
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(map[string]string{"hash": h, "superseded": pos[0]})
-	}
-	printf(e.stdout, "%s\n", h)
-	return nil
+	return e.printWritten(h, map[string]string{"superseded": lead[0]})
 }
 
 func cmdRecall(ctx context.Context, e *env, args []string) error {
