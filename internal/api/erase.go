@@ -40,82 +40,57 @@ func unscopedOnly(what string) error {
 
 // forgetUser crypto-erases a user: one key, every grain of the user in
 // every scope. A scope-limited token cannot: the user spans scopes.
-func (s *Server) forgetUser(c *gin.Context) {
-	var req ForgetUserRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) forgetUser(c *gin.Context, req *ForgetUserRequest) (reply, error) {
 	user, err := required("user_id", req.UserID)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if tokenOf(c).Scoped() {
-		s.fail(c, unscopedOnly("erase a user"))
-		return
+		return nil, unscopedOnly("erase a user")
 	}
 	res, err := s.lib.ForgetUser(c.Request.Context(), c.Param("memory"), user)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.receipt(c, res.Receipt, res)
+	return receiptReply{res.Receipt, res}, nil
 }
 
 // scopeErase crypto-erases a scope path and everything below it. A
 // scope-limited token may erase within its scopes.
-func (s *Server) scopeErase(c *gin.Context) {
-	var req ScopeEraseRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) scopeErase(c *gin.Context, req *ScopeEraseRequest) (reply, error) {
 	path, err := required("scope", req.Scope)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if strings.Trim(path, "/") == "" {
-		s.fail(c, &lethe.Error{Code: lethe.CodeEmptySelector, Field: "scope", Message: "the root scope is the whole memory",
-			Hint: "to erase a whole memory use POST .../erase"})
-		return
+		return nil, &lethe.Error{Code: lethe.CodeEmptySelector, Field: "scope", Message: "the root scope is the whole memory",
+			Hint: "to erase a whole memory use POST .../erase"}
 	}
 	if !tokenOf(c).AllowsScope(path) {
-		s.fail(c, outOfScope("scope"))
-		return
+		return nil, outOfScope("scope")
 	}
 	res, err := s.lib.EraseScope(c.Request.Context(), c.Param("memory"), path)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.receipt(c, res.Receipt, res)
+	return receiptReply{res.Receipt, res}, nil
 }
 
 // eraseMemory crypto-erases a whole memory. The body must repeat the
 // memory's name; a scope-limited token cannot.
-func (s *Server) eraseMemory(c *gin.Context) {
-	var req EraseMemoryRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) eraseMemory(c *gin.Context, req *EraseMemoryRequest) (reply, error) {
 	memory := c.Param("memory")
 	if req.Confirm != memory {
-		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "confirm", "must repeat the memory's name"))
-		return
+		return nil, grains.FieldError(lethe.CodeInvalidArgument, "confirm", "must repeat the memory's name")
 	}
 	if tokenOf(c).Scoped() {
-		s.fail(c, unscopedOnly("erase a memory"))
-		return
+		return nil, unscopedOnly("erase a memory")
 	}
 	res, err := s.lib.EraseMemory(c.Request.Context(), memory)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.receipt(c, res.Receipt, res)
+	return receiptReply{res.Receipt, res}, nil
 }
 
 // listHolds lists the memory's active holds; a scope-limited token sees
@@ -138,12 +113,7 @@ func (s *Server) listHolds(c *gin.Context) {
 
 // setHold places a legal hold on a scope or a user. A scope-limited token
 // may hold scopes within its scopes, not users.
-func (s *Server) setHold(c *gin.Context) {
-	var req HoldRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) setHold(c *gin.Context, req *HoldRequest) (reply, error) {
 	spec := lethe.HoldSpec{Memory: c.Param("memory")}
 	var err error
 	switch {
@@ -164,15 +134,13 @@ func (s *Server) setHold(c *gin.Context) {
 		}
 	}
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	h, err := s.lib.SetHold(c.Request.Context(), spec)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	c.JSON(http.StatusCreated, h)
+	return jsonReply{http.StatusCreated, h}, nil
 }
 
 // releaseHold releases a hold. A scope-limited token may release the scope

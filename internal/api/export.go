@@ -25,36 +25,35 @@ const (
 	HeaderSubjectNonce = "Lethe-Subject-Nonce"
 )
 
+// exportReply answers an export: the age file, with its event id and
+// subject nonce in headers.
+type exportReply struct{ x *lethe.SubjectExport }
+
+func (r exportReply) send(c *gin.Context) {
+	c.Header("Content-Disposition", `attachment; filename="export.age"`)
+	c.Header(HeaderEventID, r.x.EventID)
+	c.Header(HeaderSubjectNonce, r.x.SubjectNonce)
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", r.x.Data)
+}
+
 // exportUser answers everything the memory holds about a user, as an
 // ASCII-armored age file encrypted to the recipient the requester names.
 // The server keeps no copy. A scope-limited token cannot: the user spans
 // scopes.
-func (s *Server) exportUser(c *gin.Context) {
-	var req ExportRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) exportUser(c *gin.Context, req *ExportRequest) (reply, error) {
 	user, err := required("user_id", req.UserID)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	if req.Recipient == nil || strings.TrimSpace(*req.Recipient) == "" {
-		s.fail(c, &lethe.Error{Code: lethe.CodeInvalidArgument, Field: "recipient", Message: "name the age recipient to encrypt the export to"})
-		return
+		return nil, &lethe.Error{Code: lethe.CodeInvalidArgument, Field: "recipient", Message: "name the age recipient to encrypt the export to"}
 	}
 	if tokenOf(c).Scoped() {
-		s.fail(c, unscopedOnly("export a user"))
-		return
+		return nil, unscopedOnly("export a user")
 	}
 	x, err := s.lib.ExportUser(c.Request.Context(), c.Param("memory"), user, *req.Recipient)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	c.Header("Content-Disposition", `attachment; filename="export.age"`)
-	c.Header(HeaderEventID, x.EventID)
-	c.Header(HeaderSubjectNonce, x.SubjectNonce)
-	c.Data(http.StatusOK, "text/plain; charset=utf-8", x.Data)
+	return exportReply{x}, nil
 }

@@ -25,45 +25,31 @@ var _ Forgetter = (*lethe.DB)(nil)
 
 // purgeStale runs the decay purge on the memory. It spans scopes, so a
 // scope-limited token cannot.
-func (s *Server) purgeStale(c *gin.Context) {
-	var req PurgeRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) purgeStale(c *gin.Context, req *PurgeRequest) (reply, error) {
 	if tokenOf(c).Scoped() {
-		s.fail(c, unscopedOnly("run the decay purge"))
-		return
+		return nil, unscopedOnly("run the decay purge")
 	}
 	res, err := s.lib.PurgeStale(c.Request.Context(), req.Options(c.Param("memory")))
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.receipt(c, res.Receipt, res)
+	return receiptReply{res.Receipt, res}, nil
 }
 
 // archive archives named grains ({"hashes": [...]}) or runs the archive
 // ladder. A scope-limited token may archive grains within its scopes, not
 // run the ladder.
-func (s *Server) archive(c *gin.Context) {
-	var req ArchiveRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) archive(c *gin.Context, req *ArchiveRequest) (reply, error) {
 	memory, ctx, tok := c.Param("memory"), c.Request.Context(), tokenOf(c)
 	var res *lethe.ArchiveResult
 	var err error
 	if req.Hashes != nil {
 		if req.Trigger != "" || req.DryRun {
-			s.fail(c, grains.Errorf(lethe.CodeInvalidArgument, "archive hashes, or run the ladder with trigger and dry_run: not both"))
-			return
+			return nil, grains.Errorf(lethe.CodeInvalidArgument, "archive hashes, or run the ladder with trigger and dry_run: not both")
 		}
 		if tok.Scoped() {
 			if len(req.Hashes) > grains.MaxBatch {
-				s.fail(c, grains.FieldError(lethe.CodeTooLarge, "hashes", "at most 10000 hashes"))
-				return
+				return nil, grains.FieldError(lethe.CodeTooLarge, "hashes", "at most 10000 hashes")
 			}
 			for _, h := range req.Hashes {
 				g, err := s.lib.Get(ctx, memory, h)
@@ -71,28 +57,24 @@ func (s *Server) archive(c *gin.Context) {
 					continue
 				}
 				if err != nil {
-					s.fail(c, err)
-					return
+					return nil, err
 				}
 				if !tok.AllowsScope(g.Scope) {
-					s.fail(c, outOfScope("hashes"))
-					return
+					return nil, outOfScope("hashes")
 				}
 			}
 		}
 		res, err = s.lib.ArchiveGrains(ctx, memory, req.Hashes)
 	} else {
 		if tok.Scoped() {
-			s.fail(c, unscopedOnly("run the archive ladder"))
-			return
+			return nil, unscopedOnly("run the archive ladder")
 		}
 		res, err = s.lib.Archive(ctx, memory, lethe.ArchiveOptions{Trigger: lethe.Trigger(req.Trigger), DryRun: req.DryRun})
 	}
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.receipt(c, res.Receipt, res)
+	return receiptReply{res.Receipt, res}, nil
 }
 
 // archiveCandidates lists the grains whose retrieval score says they
@@ -115,20 +97,13 @@ func (s *Server) archiveCandidates(c *gin.Context) {
 
 // riskSweep runs the risk sweep on the memory; a scope-limited token
 // cannot.
-func (s *Server) riskSweep(c *gin.Context) {
-	var req RiskSweepRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) riskSweep(c *gin.Context, req *RiskSweepRequest) (reply, error) {
 	if tokenOf(c).Scoped() {
-		s.fail(c, unscopedOnly("run the risk sweep"))
-		return
+		return nil, unscopedOnly("run the risk sweep")
 	}
 	res, err := s.lib.RiskSweep(c.Request.Context(), c.Param("memory"), lethe.RiskOptions{Batch: req.Batch, DryRun: req.DryRun})
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.receipt(c, res.Receipt, res)
+	return receiptReply{res.Receipt, res}, nil
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -80,28 +79,21 @@ func (s *Server) addGrains(c *gin.Context) {
 
 // recall answers a query. A scope-limited token's query is kept within its
 // scopes.
-func (s *Server) recall(c *gin.Context) {
-	var req RecallRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) recall(c *gin.Context, req *RecallRequest) (reply, error) {
 	q := req.Query(c.Param("memory"))
 	if tok := tokenOf(c); tok.Scoped() {
 		scope, ok := tok.NarrowScope(q.Scope)
 		if !ok {
-			s.fail(c, &lethe.Error{Code: CodeForbidden, Field: "scope", Message: "outside this token's scopes",
-				Hint: "name a scope within one of the token's scope prefixes"})
-			return
+			return nil, &lethe.Error{Code: CodeForbidden, Field: "scope", Message: "outside this token's scopes",
+				Hint: "name a scope within one of the token's scope prefixes"}
 		}
 		q.Scope = scope
 	}
 	page, err := s.lib.Recall(c.Request.Context(), q)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	c.JSON(http.StatusOK, page)
+	return jsonReply{http.StatusOK, page}, nil
 }
 
 // hashParam returns the route's hash, checked, so that a malformed one is
@@ -165,54 +157,38 @@ func (s *Server) history(c *gin.Context) {
 	c.JSON(http.StatusOK, HistoryResponse{Grains: chain})
 }
 
-func (s *Server) supersede(c *gin.Context) {
-	var req SupersedeRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) supersede(c *gin.Context, req *SupersedeRequest) (reply, error) {
 	if req.BlobHash == "" {
-		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "the hash of the version to supersede is required"))
-		return
+		return nil, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "the hash of the version to supersede is required")
 	}
 	if !grains.ValidHash(req.BlobHash) {
-		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits"))
-		return
+		return nil, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits")
 	}
 	memory, ctx := c.Param("memory"), c.Request.Context()
 	g := req.GrainInput.Grain(memory)
 	if tok := tokenOf(c); tok.Scoped() {
 		old, err := s.lib.Get(ctx, memory, req.BlobHash)
 		if err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 		if !tok.AllowsScope(old.Scope) {
-			s.fail(c, noGrain(memory, req.BlobHash))
-			return
+			return nil, noGrain(memory, req.BlobHash)
 		}
 		if g.Scope != "" && !tok.AllowsScope(g.Scope) {
-			s.fail(c, outOfScope("scope"))
-			return
+			return nil, outOfScope("scope")
 		}
 	}
 	h, err := s.lib.Supersede(ctx, req.BlobHash, g)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	c.JSON(http.StatusCreated, SupersedeResponse{Hash: h, Superseded: req.BlobHash})
+	return jsonReply{http.StatusCreated, SupersedeResponse{Hash: h, Superseded: req.BlobHash}}, nil
 }
 
 // forget hard-deletes by blob_hash, hashes, subject or user_id. A selector
 // given empty is empty_selector. A scope-limited token forgets by hash only,
 // and only chains whose every version is within its scopes.
-func (s *Server) forget(c *gin.Context) {
-	var req ForgetRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 	memory, ctx, tok := c.Param("memory"), c.Request.Context(), tokenOf(c)
 	sel := lethe.Selector{Memory: memory, Hashes: req.Hashes}
 	for _, f := range []struct {
@@ -224,21 +200,18 @@ func (s *Server) forget(c *gin.Context) {
 			continue
 		}
 		if strings.TrimSpace(*f.v) == "" {
-			s.fail(c, &lethe.Error{Code: lethe.CodeEmptySelector, Field: f.name,
-				Message: "an empty selector selects nothing; it never means everything"})
-			return
+			return nil, &lethe.Error{Code: lethe.CodeEmptySelector, Field: f.name,
+				Message: "an empty selector selects nothing; it never means everything"}
 		}
 		*f.dst = *f.v
 	}
 	if tok.Scoped() {
 		if sel.Subject != "" || sel.UserID != "" {
-			s.fail(c, apiError(CodeForbidden, "a scope-limited token forgets by hash only",
-				"recall within the token's scope, then forget the hashes"))
-			return
+			return nil, apiError(CodeForbidden, "a scope-limited token forgets by hash only",
+				"recall within the token's scope, then forget the hashes")
 		}
 		if err := sel.Validate(); err != nil {
-			s.fail(c, err)
-			return
+			return nil, err
 		}
 		hashes := sel.Hashes
 		if sel.Hash != "" {
@@ -250,13 +223,11 @@ func (s *Server) forget(c *gin.Context) {
 				continue
 			}
 			if err != nil {
-				s.fail(c, err)
-				return
+				return nil, err
 			}
 			for _, g := range chain {
 				if !tok.AllowsScope(g.Scope) {
-					s.fail(c, noGrain(memory, h))
-					return
+					return nil, noGrain(memory, h)
 				}
 			}
 		}
@@ -267,21 +238,7 @@ func (s *Server) forget(c *gin.Context) {
 	}
 	res, err := forget(ctx, sel)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
-	s.receipt(c, res.Receipt, res)
-}
-
-// receipt answers body, a destructive call's result: 200 with the proof, or
-// 202 with the signed receipt and the link to the proof while no signed
-// checkpoint covers the event yet.
-func (s *Server) receipt(c *gin.Context, r *lethe.Receipt, body any) {
-	if r != nil && r.Pending {
-		c.Header("Location", "/api/audit/proof?event="+url.QueryEscape(r.EventID))
-		c.Header("Retry-After", "1")
-		c.JSON(http.StatusAccepted, body)
-		return
-	}
-	c.JSON(http.StatusOK, body)
+	return receiptReply{res.Receipt, res}, nil
 }

@@ -36,23 +36,17 @@ func (s *Server) listTokens(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-func (s *Server) createToken(c *gin.Context) {
-	var req TokenRequest
-	if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
-		s.fail(c, err)
-		return
-	}
+func (s *Server) createToken(c *gin.Context, req *TokenRequest) (reply, error) {
 	spec := auth.Spec{Memories: req.Memories, Scopes: req.Scopes}
 	for _, r := range req.Roles {
 		spec.Roles = append(spec.Roles, auth.Role(r))
 	}
 	secret, t, err := s.tokens.Create(c.Request.Context(), spec)
 	if err != nil {
-		s.fail(c, err)
-		return
+		return nil, err
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusCreated, TokenCreated{Token: secret, TokenInfo: TokenInfoOf(t)})
+	return jsonReply{http.StatusCreated, TokenCreated{Token: secret, TokenInfo: TokenInfoOf(t)}}, nil
 }
 
 func (s *Server) revokeToken(c *gin.Context) {

@@ -1,0 +1,60 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/lethe-io/lethe"
+)
+
+// handle returns the handler of a route with a JSON body: it decodes the
+// body into a Req (at most Config.MaxBody bytes), calls do with it, and
+// answers do's error through fail, or its reply.
+func handle[Req any](s *Server, do func(c *gin.Context, req *Req) (reply, error)) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		var req Req
+		if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
+			s.fail(c, err)
+			return
+		}
+		r, err := do(c, &req)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		r.send(c)
+	}
+}
+
+// A reply is the answer to a request a handler served.
+type reply interface {
+	send(c *gin.Context)
+}
+
+// jsonReply answers body as JSON with status.
+type jsonReply struct {
+	status int
+	body   any
+}
+
+func (r jsonReply) send(c *gin.Context) { c.JSON(r.status, r.body) }
+
+// receiptReply answers body, a destructive call's result: 200 with the
+// proof, or 202 with the signed receipt and the link to the proof while no
+// signed checkpoint covers the event yet.
+type receiptReply struct {
+	receipt *lethe.Receipt
+	body    any
+}
+
+func (r receiptReply) send(c *gin.Context) {
+	if r.receipt != nil && r.receipt.Pending {
+		c.Header("Location", "/api/audit/proof?event="+url.QueryEscape(r.receipt.EventID))
+		c.Header("Retry-After", "1")
+		c.JSON(http.StatusAccepted, r.body)
+		return
+	}
+	c.JSON(http.StatusOK, r.body)
+}
