@@ -2,7 +2,11 @@ package proofs_test
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"log"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,5 +46,45 @@ func Example() {
 	fmt.Println(proofs.FailedCheck(err))
 	// Output:
 	// key.erase 2 grains, tree size 1 subject checked: true
+	// subject_commitment
+}
+
+// An auditor's offline check of a proof file (JSON or tlog-proof text, as
+// "lethe verify" reads them): the file, the log's public key, an older
+// checkpoint the auditor already trusts, and the subject with the nonce the
+// data subject was given. No lethe service, database or network is involved.
+func ExampleParseAnyProof() {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("testdata", "vectors", name))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return b
+	}
+	logKey := strings.TrimSpace(string(read("log.vkey")))
+	pinned := read("checkpoint-9.txt")
+	nonce, _ := hex.DecodeString("d1afa20fd60cdb36451920b68b6d88c7c81df6b68b116684f7d12d9ce5d36b96")
+
+	for _, file := range []string{"valid-key-erase-pinned.json", "valid-key-erase-pinned.tlog-proof"} {
+		p, err := proofs.ParseAnyProof(read(file))
+		if err != nil {
+			log.Fatal(err)
+		}
+		v, err := proofs.Verify(p, proofs.VerifyOptions{LogKey: logKey, Pinned: pinned, Subject: "acme/prod/bot1", Nonce: nonce})
+		if err != nil {
+			fmt.Println(file, "failed check:", proofs.FailedCheck(err))
+			continue
+		}
+		fmt.Println(filepath.Ext(file), v.Leaf.Type, v.Leaf.GrainCount(), "grains; tree", v.Checkpoint.Size,
+			"extends pinned", v.Pinned.Size, "subject:", v.SubjectChecked)
+	}
+
+	// The same file with another subject: the commitment does not open.
+	p, _ := proofs.ParseAnyProof(read("valid-key-erase-pinned.json"))
+	_, err := proofs.Verify(p, proofs.VerifyOptions{LogKey: logKey, Subject: "acme/prod/bot2", Nonce: nonce})
+	fmt.Println(proofs.FailedCheck(err))
+	// Output:
+	// .json key.erase 3 grains; tree 24 extends pinned 9 subject: true
+	// .tlog-proof key.erase 3 grains; tree 24 extends pinned 9 subject: true
 	// subject_commitment
 }
