@@ -57,6 +57,59 @@ func (e *env) tokenStore(ctx context.Context) (*auth.Store, error) {
 	return auth.Open(ctx, cfg)
 }
 
+// tokenAdmin is where the token commands act: the server's admin routes
+// (*client), or the token table of the local store (localTokens).
+type tokenAdmin interface {
+	CreateToken(ctx context.Context, req api.TokenRequest) (*api.TokenCreated, error)
+	ListTokens(ctx context.Context) ([]api.TokenInfo, error)
+	RevokeToken(ctx context.Context, id string) error
+	Close() error
+}
+
+var (
+	_ tokenAdmin = (*client)(nil)
+	_ tokenAdmin = localTokens{}
+)
+
+// tokenAdmin returns the server's admin routes with --server, the local
+// token table otherwise. The caller closes it.
+func (e *env) tokenAdmin(ctx context.Context) (tokenAdmin, error) {
+	if e.server != "" {
+		return e.client()
+	}
+	st, err := e.tokenStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return localTokens{st}, nil
+}
+
+// localTokens is the local token table as the server's admin routes
+// answer it.
+type localTokens struct{ *auth.Store }
+
+func (l localTokens) CreateToken(ctx context.Context, req api.TokenRequest) (*api.TokenCreated, error) {
+	secret, t, err := l.Create(ctx, req.Spec())
+	if err != nil {
+		return nil, err
+	}
+	return &api.TokenCreated{Token: secret, TokenInfo: api.TokenInfoOf(t)}, nil
+}
+
+func (l localTokens) ListTokens(ctx context.Context) ([]api.TokenInfo, error) {
+	ts, err := l.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var infos []api.TokenInfo
+	for i := range ts {
+		infos = append(infos, api.TokenInfoOf(&ts[i]))
+	}
+	return infos, nil
+}
+
+func (l localTokens) RevokeToken(ctx context.Context, id string) error { return l.Revoke(ctx, id) }
+
 func tokenCreate(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("token create")
 	roles := fs.String("role", "", "")
@@ -76,30 +129,14 @@ func tokenCreate(ctx context.Context, e *env, args []string) error {
 	for _, r := range auth.ParseRoles(*roles) {
 		req.Roles = append(req.Roles, string(r))
 	}
-	var out *api.TokenCreated
-	if e.server != "" {
-		c, err := e.client()
-		if err != nil {
-			return err
-		}
-		if out, err = c.CreateToken(ctx, req); err != nil {
-			return err
-		}
-	} else {
-		st, err := e.tokenStore(ctx)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		spec := auth.Spec{Memories: req.Memories, Scopes: req.Scopes}
-		for _, r := range req.Roles {
-			spec.Roles = append(spec.Roles, auth.Role(r))
-		}
-		secret, t, err := st.Create(ctx, spec)
-		if err != nil {
-			return err
-		}
-		out = &api.TokenCreated{Token: secret, TokenInfo: api.TokenInfoOf(t)}
+	admin, err := e.tokenAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	out, err := admin.CreateToken(ctx, req)
+	if err != nil {
+		return err
 	}
 	if e.json {
 		return e.printJSON(out)
@@ -126,28 +163,14 @@ func tokenList(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("token list: unexpected argument %q", pos[0])
 	}
-	var infos []api.TokenInfo
-	if e.server != "" {
-		c, err := e.client()
-		if err != nil {
-			return err
-		}
-		if infos, err = c.ListTokens(ctx); err != nil {
-			return err
-		}
-	} else {
-		st, err := e.tokenStore(ctx)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		ts, err := st.List(ctx)
-		if err != nil {
-			return err
-		}
-		for i := range ts {
-			infos = append(infos, api.TokenInfoOf(&ts[i]))
-		}
+	admin, err := e.tokenAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	infos, err := admin.ListTokens(ctx)
+	if err != nil {
+		return err
 	}
 	if e.json {
 		if infos == nil {
@@ -179,23 +202,13 @@ func tokenRevoke(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("token revoke: need exactly one token ID (see 'lethe token list')")
 	}
-	if e.server != "" {
-		c, err := e.client()
-		if err != nil {
-			return err
-		}
-		if err := c.RevokeToken(ctx, pos[0]); err != nil {
-			return err
-		}
-	} else {
-		st, err := e.tokenStore(ctx)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		if err := st.Revoke(ctx, pos[0]); err != nil {
-			return err
-		}
+	admin, err := e.tokenAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if err := admin.RevokeToken(ctx, pos[0]); err != nil {
+		return err
 	}
 	if e.json {
 		return e.printJSON(map[string]any{"id": pos[0], "revoked": true})

@@ -23,6 +23,15 @@ func TokenInfoOf(t *auth.Token) TokenInfo {
 	return info
 }
 
+// Spec is the token the request asks for.
+func (r *TokenRequest) Spec() auth.Spec {
+	spec := auth.Spec{Memories: r.Memories, Scopes: r.Scopes}
+	for _, role := range r.Roles {
+		spec.Roles = append(spec.Roles, auth.Role(role))
+	}
+	return spec
+}
+
 func (s *Server) listTokens(c *gin.Context) {
 	ts, err := s.tokens.List(c.Request.Context())
 	if err != nil {
@@ -37,11 +46,7 @@ func (s *Server) listTokens(c *gin.Context) {
 }
 
 func (s *Server) createToken(c *gin.Context, req *TokenRequest) (reply, error) {
-	spec := auth.Spec{Memories: req.Memories, Scopes: req.Scopes}
-	for _, r := range req.Roles {
-		spec.Roles = append(spec.Roles, auth.Role(r))
-	}
-	secret, t, err := s.tokens.Create(c.Request.Context(), spec)
+	secret, t, err := s.tokens.Create(c.Request.Context(), req.Spec())
 	if err != nil {
 		return nil, err
 	}
