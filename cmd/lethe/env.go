@@ -81,14 +81,18 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // open opens the embedded store the global flags name. Commands that also
 // work against a server call backend (client.go) instead.
-func (e *env) open(ctx context.Context) (*lethe.DB, error) {
+func (e *env) open(ctx context.Context) (*lethe.DB, error) { return e.openPolicy(ctx, nil) }
+
+// openPolicy is open with policy instead of the built-in default policy
+// (when not nil).
+func (e *env) openPolicy(ctx context.Context, policy *lethe.Policy) (*lethe.DB, error) {
 	if e.db != nil {
 		return e.db, nil
 	}
 	if e.server != "" {
 		return nil, usagef("this command works on the embedded store only; leave out --server")
 	}
-	cfg := lethe.Config{DataDir: e.data, PostgresDSN: e.postgres}
+	cfg := lethe.Config{DataDir: e.data, PostgresDSN: e.postgres, Policy: policy}
 	if err := storeEnv(&cfg); err != nil {
 		return nil, err
 	}

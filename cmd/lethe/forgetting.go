@@ -40,16 +40,7 @@ func (e *env) forgetter(ctx context.Context, name, policyFile string) (forgetter
 	if err != nil {
 		return nil, err
 	}
-	cfg := lethe.Config{DataDir: e.data, PostgresDSN: e.postgres, Policy: p}
-	if err := storeEnv(&cfg); err != nil {
-		return nil, err
-	}
-	db, err := lethe.Open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	e.db = db
-	return db, nil
+	return e.openPolicy(ctx, p)
 }
 
 // needConfirm refuses a destructive policy run without --yes.
