@@ -730,3 +730,75 @@ func nodesCreatedIn(db *gorm.DB, a, b uint64) (map[compact.NodeID][]byte, error)
 	}
 	return out, nil
 }
+
+// Leaves implements [Log.Leaves] with one query.
+func (l *EmbeddedLog) Leaves(ctx context.Context, start, end uint64) ([][]byte, error) {
+	if err := checkRange(0, start, end); err != nil {
+		return nil, err
+	}
+	db := l.db.WithContext(ctx)
+	st, err := readState(db)
+	if err != nil {
+		return nil, err
+	}
+	if end > st.Size {
+		return nil, fmt.Errorf("%w: leaves up to %d, log size %d", ErrNotIntegrated, end, st.Size)
+	}
+	var rows []logLeaf
+	if err := db.Where("idx >= ? AND idx < ?", start, end).Order("idx").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("audit: read leaves [%d, %d): %w", start, end, err)
+	}
+	out := make([][]byte, end-start)
+	for i := range out {
+		idx := start + uint64(i)
+		if i >= len(rows) || rows[i].Idx != idx {
+			return nil, &VerificationError{Op: "leaf", Index: idx, Err: errors.New("leaf row missing")}
+		}
+		out[i] = rows[i].Leaf
+	}
+	return out, nil
+}
+
+// NodeHashes implements [Log.NodeHashes] with one query: level 0 from the
+// leaves' stored hashes, higher levels from the stored nodes (every perfect
+// subtree is stored).
+func (l *EmbeddedLog) NodeHashes(ctx context.Context, level uint, start, end uint64) ([][]byte, error) {
+	if err := checkRange(level, start, end); err != nil {
+		return nil, err
+	}
+	db := l.db.WithContext(ctx)
+	st, err := readState(db)
+	if err != nil {
+		return nil, err
+	}
+	if end<<level > st.Size {
+		return nil, fmt.Errorf("%w: nodes up to %d at level %d, log size %d", ErrNotIntegrated, end, level, st.Size)
+	}
+	q := db.Table(logNode{}.TableName()).Where("level = ? AND idx >= ? AND idx < ?", level, start, end)
+	if level == 0 {
+		q = db.Table(logLeaf{}.TableName()).Where("idx >= ? AND idx < ?", start, end)
+	}
+	var rows []struct {
+		Idx  uint64
+		Hash []byte
+	}
+	if err := q.Select("idx, hash").Order("idx").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("audit: read nodes [%d, %d) at level %d: %w", start, end, level, err)
+	}
+	out := make([][]byte, end-start)
+	for _, r := range rows {
+		if r.Idx < start || r.Idx >= end {
+			continue
+		}
+		if len(r.Hash) != 32 {
+			return nil, &VerificationError{Op: "node", Level: level, Index: r.Idx, Got: r.Hash, Err: errors.New("stored hash is not 32 bytes")}
+		}
+		out[r.Idx-start] = r.Hash
+	}
+	for i, h := range out {
+		if h == nil {
+			return nil, &VerificationError{Op: "node", Level: level, Index: start + uint64(i), Err: errors.New("node row missing")}
+		}
+	}
+	return out, nil
+}

@@ -60,6 +60,17 @@ type Log interface {
 	// Leaf returns the leaf at index, which must be below the integrated size
 	// (else ErrNotIntegrated).
 	Leaf(ctx context.Context, index uint64) ([]byte, error)
+	// Leaves returns the leaves at indices [start, end), start < end (else
+	// ErrInvalidArgument), all below the integrated size (else
+	// ErrNotIntegrated). It serves tlog-tiles entry bundles (see
+	// [ReadEntryBundle]), which clients check against a signed checkpoint.
+	Leaves(ctx context.Context, start, end uint64) ([][]byte, error)
+	// NodeHashes returns the RFC 6962 hashes of the perfect subtrees at
+	// level (0: leaf hashes) with indices [start, end): node i covers leaves
+	// [i<<level, (i+1)<<level), which must all be below the integrated size
+	// (else ErrNotIntegrated); start < end (else ErrInvalidArgument). It
+	// serves tlog-tiles tiles (see [ReadTile]).
+	NodeHashes(ctx context.Context, level uint, start, end uint64) ([][]byte, error)
 }
 
 // Errors the callers of a Log branch on. Returned errors wrap them.

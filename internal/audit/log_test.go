@@ -198,6 +198,51 @@ func testLog(t *testing.T, newLog newLogFunc) {
 		assertConsistency(t, l3, ref, 10, ref.size())
 	})
 
+	t.Run("LeavesAndNodeHashes", func(t *testing.T) {
+		ctx := testContext(t)
+		l, _ := newLog(t)
+		ref := &refTree{}
+		// 600 leaves: two full level-0 tiles and a partial one, and nodes
+		// up to level 9.
+		for start := 0; start < 600; start += 200 {
+			batch := testLeaves("tiles", start, 200)
+			appendAndWait(t, l, uint64(start), batch)
+			ref.add(batch...)
+		}
+		for _, r := range []struct{ start, end uint64 }{{0, 1}, {0, 256}, {255, 257}, {512, 600}, {599, 600}} {
+			got, err := l.Leaves(ctx, r.start, r.end)
+			if err != nil || len(got) != int(r.end-r.start) {
+				t.Fatalf("Leaves(%d, %d) = %d leaves, %v", r.start, r.end, len(got), err)
+			}
+			for i, leaf := range got {
+				if !bytes.Equal(leaf, ref.leaves[r.start+uint64(i)]) {
+					t.Fatalf("Leaves(%d, %d)[%d] = %q, want %q", r.start, r.end, i, leaf, ref.leaves[r.start+uint64(i)])
+				}
+			}
+		}
+		for _, r := range []struct {
+			level      uint
+			start, end uint64
+		}{{0, 0, 256}, {0, 300, 600}, {1, 0, 300}, {3, 70, 75}, {8, 0, 2}, {9, 0, 1}} {
+			got, err := l.NodeHashes(ctx, r.level, r.start, r.end)
+			if err != nil || len(got) != int(r.end-r.start) {
+				t.Fatalf("NodeHashes(%d, %d, %d) = %d hashes, %v", r.level, r.start, r.end, len(got), err)
+			}
+			for i, h := range got {
+				j := r.start + uint64(i)
+				if want := ref.mth(ref.leaves[j<<r.level : (j+1)<<r.level]); !bytes.Equal(h, want) {
+					t.Fatalf("NodeHashes(%d, %d, %d)[%d] = %x, want %x", r.level, r.start, r.end, i, h, want)
+				}
+			}
+		}
+		wantErr(t, "Leaves(599, 601)", ErrNotIntegrated)(l.Leaves(ctx, 599, 601))
+		wantErr(t, "NodeHashes(8, 2, 3)", ErrNotIntegrated)(l.NodeHashes(ctx, 8, 2, 3))
+		wantErr(t, "NodeHashes(3, 74, 76)", ErrNotIntegrated)(l.NodeHashes(ctx, 3, 74, 76))
+		wantErr(t, "Leaves(5, 5)", ErrInvalidArgument)(l.Leaves(ctx, 5, 5))
+		wantErr(t, "NodeHashes(63, 0, 1)", ErrInvalidArgument)(l.NodeHashes(ctx, 63, 0, 1))
+		wantErr(t, "NodeHashes(1, 0, 2^62)", ErrInvalidArgument)(l.NodeHashes(ctx, 1, 0, 1<<62))
+	})
+
 	t.Run("WaitIntegratedHonoursContext", func(t *testing.T) {
 		l, _ := newLog(t)
 		appendAndWait(t, l, 0, testLeaves("wait", 0, 2))
