@@ -93,6 +93,9 @@ type serveConfig struct {
 		TrillianAddr   string   `yaml:"trillian_addr"`
 		TrillianTreeID int64    `yaml:"trillian_tree_id"`
 		ProofWait      duration `yaml:"proof_wait"`
+		// PublicLog serves the log's tlog-tiles routes (/api/audit/log/)
+		// without a token; by default they need the auditor role.
+		PublicLog bool `yaml:"public_log"`
 	} `yaml:"audit"`
 }
 
@@ -239,7 +242,7 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 
 	handler, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger,
 		MaxBody: cfg.MaxBodyBytes, MaxBatchBody: cfg.MaxBatchBodyBytes,
-		RequestTimeout: time.Duration(cfg.RequestTimeout)}, cfg.MCP, lcfg.Policy)
+		RequestTimeout: time.Duration(cfg.RequestTimeout), PublicLog: cfg.Audit.PublicLog}, cfg.MCP, lcfg.Policy)
 	if err != nil {
 		return err
 	}

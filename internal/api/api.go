@@ -58,6 +58,7 @@ type Library interface {
 	Eraser
 	Forgetter
 	Exporter
+	TlogServer
 }
 
 var _ Library = (*lethe.DB)(nil)
@@ -102,6 +103,9 @@ type Config struct {
 	// answered 401 and never reaches it. What a call may do is MCP's to
 	// enforce, with the request's token.
 	MCP http.Handler
+	// PublicLog serves the audit log's tlog-tiles routes (/api/audit/log/)
+	// without a token; otherwise they need the auditor role.
+	PublicLog bool
 }
 
 // Server is the HTTP API. It is an http.Handler.
@@ -194,6 +198,7 @@ func (s *Server) routes() *gin.Engine {
 	a.GET("/consistency", s.allow(auth.Auditor), s.auditConsistency)
 	// A DPO fetches the proofs of its own erasures when they were pending.
 	a.GET("/proof", s.allow(auth.Auditor, auth.DPO), s.auditProof)
+	s.tlogRoutes(e, api)
 
 	t := api.Group("/tokens", s.tokenAdmin)
 	t.GET("", s.listTokens)

@@ -39,7 +39,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			}
 		}
 	}
-	param := regexp.MustCompile(`:([A-Za-z_]+)`)
+	param := regexp.MustCompile(`[:*]([A-Za-z_]+)`)
 	routed := map[string]bool{}
 	for _, r := range New(Config{}).Engine().Routes() {
 		routed[r.Method+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
