@@ -67,8 +67,12 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 	}
 	db.log = log
 	db.signer = signer
+	cosign, err := newCosigner(cfg, log, db.logger)
+	if err != nil {
+		return err
+	}
 	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: outbox{db.store}, Log: log, Signer: signer,
-		Origin: cfg.AuditOrigin, Logger: db.logger})
+		Origin: cfg.AuditOrigin, Logger: db.logger, Cosign: cosign})
 	db.store.SetKeyEvent(func(ctx context.Context, r keys.Record) (store.Event, error) {
 		return db.event(ctx, proofs.EventKeyCreate, r.Memory, func(l *proofs.Leaf) {
 			l.KeyFingerprints = []string{r.Fingerprint}

@@ -98,6 +98,12 @@ type Config struct {
 	// checkpoint to cover its event before returning a pending receipt
 	// (default 2s).
 	ProofWait time.Duration
+	// Witnesses cosign each new audit checkpoint (c2sp.org/tlog-witness);
+	// WitnessThreshold of them must, before the checkpoint is saved and
+	// proofs against it are given (default 0: cosignatures are collected,
+	// none is required). See WitnessConfig.
+	Witnesses        []WitnessConfig
+	WitnessThreshold int
 
 	// Policy is the forgetting policy (default DefaultPolicy()): decay
 	// purge, archive ladder, retrieval-time decay, risk sweep, protection

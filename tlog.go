@@ -3,9 +3,13 @@ package lethe
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/witness"
 )
 
 // TlogTile returns a [c2sp.org/tlog-tiles] resource of the audit log: the
@@ -41,4 +45,46 @@ func (db *DB) TlogTile(ctx context.Context, path string) (data []byte, full bool
 		return nil, false, auditErr(err)
 	}
 	return data, t.Width == audit.TileWidth, nil
+}
+
+// WitnessConfig names a witness of the audit log ([c2sp.org/tlog-witness]):
+// lethe submits each new checkpoint to URL + "/add-checkpoint" with a
+// consistency proof, and keeps the cosignature (c2sp.org/tlog-cosignature)
+// that verifies under Key in the checkpoint it serves and puts in proofs.
+//
+// [c2sp.org/tlog-witness]: https://c2sp.org/tlog-witness
+type WitnessConfig struct {
+	// URL is the witness's submission prefix, such as
+	// "https://witness.example.com".
+	URL string `json:"url" yaml:"url"`
+	// Key is its verifier key, "<name>+<hash>+<base64 of 0x04 || key>".
+	Key string `json:"key" yaml:"key"`
+	// Timeout bounds its answer (default 5s).
+	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+}
+
+// newCosigner returns the sequencer's cosigning step for cfg's witnesses,
+// or nil when there are none.
+func newCosigner(cfg *Config, log audit.Log, logger *slog.Logger) (audit.CosignFunc, error) {
+	if len(cfg.Witnesses) == 0 {
+		if cfg.WitnessThreshold != 0 {
+			return nil, fmt.Errorf("witness threshold %d with no witnesses configured", cfg.WitnessThreshold)
+		}
+		return nil, nil
+	}
+	ws := make([]witness.Config, len(cfg.Witnesses))
+	var timeout time.Duration
+	for i, w := range cfg.Witnesses {
+		ws[i] = witness.Config{URL: w.URL, Key: w.Key}
+		timeout = max(timeout, w.Timeout)
+	}
+	pool, err := witness.NewPool(witness.PoolConfig{Witnesses: ws, Threshold: cfg.WitnessThreshold,
+		Prover: log, Timeout: timeout, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("audit witnesses: %w", err)
+	}
+	return func(ctx context.Context, note []byte, size uint64) ([]byte, error) {
+		out, _, err := pool.Cosign(ctx, note, size)
+		return out, err
+	}, nil
 }

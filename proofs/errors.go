@@ -24,6 +24,7 @@ const (
 	CheckPinned              Check = "pinned_checkpoint"    // the pinned checkpoint does not open
 	CheckConsistency         Check = "consistency"          // the checkpoint does not extend the pinned one
 	CheckSubject             Check = "subject_commitment"   // the subject and nonce do not give the leaf's commitment
+	CheckWitness             Check = "witness_cosignatures" // fewer witnesses than required cosigned the checkpoint
 	CheckFinality            Check = "finality"             // an erasure and a trim event do not show the erased keys dead
 )
 
@@ -245,3 +246,24 @@ func (e *FinalityError) Error() string {
 
 // Check returns [CheckFinality].
 func (e *FinalityError) Check() Check { return CheckFinality }
+
+// WitnessError reports a checkpoint that fewer witnesses cosigned than the
+// policy requires (c2sp.org/tlog-cosignature).
+type WitnessError struct {
+	// Threshold is how many were required; Got how many of the Of
+	// configured witnesses had a valid cosignature.
+	Threshold, Got, Of int
+	// Err is set when the note could not be read at all.
+	Err error
+}
+
+func (e *WitnessError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %v", e.Check(), e.Err)
+	}
+	return fmt.Sprintf("%s: %d of %d witnesses cosigned the checkpoint, %d required", e.Check(), e.Got, e.Of, e.Threshold)
+}
+func (e *WitnessError) Unwrap() error { return e.Err }
+
+// Check implements [CheckError].
+func (e *WitnessError) Check() Check { return CheckWitness }

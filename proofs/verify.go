@@ -30,6 +30,11 @@ type VerifyOptions struct {
 	// with both, the leaf's commitment must be Commitment(Nonce, Subject).
 	Subject string
 	Nonce   []byte
+	// Witnesses are witness verifier keys (c2sp.org/tlog-cosignature,
+	// "<name>+<hash>+<base64 of 0x04 || public key>"), and WitnessThreshold
+	// how many of them must have cosigned the proof's checkpoint.
+	Witnesses        []string
+	WitnessThreshold int
 }
 
 // Verified is what a successful [Verify] established.
@@ -47,6 +52,9 @@ type Verified struct {
 	Pinned *Checkpoint
 	// SubjectChecked reports that the subject commitment was checked.
 	SubjectChecked bool
+	// Cosignatures are the valid cosignatures on the checkpoint by the
+	// witnesses given in the options.
+	Cosignatures []Cosignature
 }
 
 // Verify checks a proof offline, in this order, and returns the first
@@ -73,7 +81,9 @@ type Verified struct {
 //     checkpoint ([*PinnedCheckpointError]) and the checkpoint extends it
 //     ([*ConsistencyError]);
 //  11. subject_commitment: with Subject and Nonce, the leaf's commitment
-//     matches ([*SubjectCommitmentError]).
+//     matches ([*SubjectCommitmentError]);
+//  12. witness_cosignatures: at least WitnessThreshold of Witnesses
+//     cosigned the checkpoint ([*WitnessError]).
 func Verify(p *Proof, opts VerifyOptions) (*Verified, error) {
 	v, err := NewVerifier(opts)
 	if err != nil {
@@ -92,10 +102,11 @@ const maxCachedCheckpoints = 64
 // verified are remembered, by their exact bytes, so the result of every
 // check is the same as [Verify]'s. A Verifier is safe for concurrent use.
 type Verifier struct {
-	key   *logKey
-	opts  VerifyOptions
-	mu    sync.Mutex
-	cache map[string]Checkpoint
+	key       *logKey
+	witnesses *WitnessPolicy
+	opts      VerifyOptions
+	mu        sync.Mutex
+	cache     map[string]Checkpoint
 }
 
 // NewVerifier checks the options (step 1 of [Verify]) and returns a
@@ -112,9 +123,13 @@ func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 	if opts.Nonce != nil && len(opts.Nonce) != NonceSize {
 		return nil, &OptionsError{Err: fmt.Errorf("nonce is %d bytes, want %d", len(opts.Nonce), NonceSize)}
 	}
+	w, err := ParseWitnessPolicy(opts.Witnesses, opts.WitnessThreshold)
+	if err != nil {
+		return nil, &OptionsError{Err: err}
+	}
 	opts.Pinned = bytes.Clone(opts.Pinned)
 	opts.Nonce = bytes.Clone(opts.Nonce)
-	return &Verifier{key: k, opts: opts, cache: make(map[string]Checkpoint)}, nil
+	return &Verifier{key: k, witnesses: w, opts: opts, cache: make(map[string]Checkpoint)}, nil
 }
 
 // open opens a checkpoint note, from memory when it opened before.
@@ -195,6 +210,12 @@ func (v *Verifier) Verify(p *Proof) (*Verified, error) {
 			return nil, &SubjectCommitmentError{Leaf: leaf.Commitment, Computed: got}
 		}
 		out.SubjectChecked = true
+	}
+
+	if len(v.witnesses.Keys) > 0 {
+		if out.Cosignatures, err = v.witnesses.Check([]byte(p.Checkpoint)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

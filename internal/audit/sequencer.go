@@ -59,6 +59,7 @@ type Sequencer struct {
 	signer *proofs.Signer
 	origin string
 	logger *slog.Logger
+	cosign CosignFunc
 
 	kick chan struct{}
 	mu   sync.Mutex
@@ -78,12 +79,22 @@ type SequencerConfig struct {
 	// Origin is the checkpoint origin line (default: the signer's name).
 	Origin string
 	Logger *slog.Logger
+	// Cosign, if set, has each new checkpoint cosigned by witnesses before
+	// it is saved (see CosignFunc).
+	Cosign CosignFunc
 }
+
+// CosignFunc submits a checkpoint note lethe signed for a tree of size to
+// witnesses and returns the note with their cosignature lines appended. A
+// non-nil error (too few witnesses cosigned) keeps the checkpoint unsaved:
+// the sequencer retries at its next step, and proofs wait for a checkpoint
+// the witness policy accepts.
+type CosignFunc func(ctx context.Context, note []byte, size uint64) ([]byte, error)
 
 // NewSequencer returns a Sequencer; call Run to start it.
 func NewSequencer(cfg SequencerConfig) *Sequencer {
 	s := &Sequencer{outbox: cfg.Outbox, log: cfg.Log, signer: cfg.Signer, origin: cfg.Origin, logger: cfg.Logger,
-		kick: make(chan struct{}, 1)}
+		cosign: cfg.Cosign, kick: make(chan struct{}, 1)}
 	if s.origin == "" {
 		s.origin = cfg.Signer.Name()
 	}
@@ -226,6 +237,11 @@ func (s *Sequencer) SignCheckpoint(ctx context.Context) (*SignedCheckpoint, erro
 	note, err := s.signer.SignCheckpoint(proofs.Checkpoint{Origin: s.origin, Size: size, Hash: root})
 	if err != nil {
 		return nil, err
+	}
+	if s.cosign != nil {
+		if note, err = s.cosign(ctx, note, size); err != nil {
+			return nil, fmt.Errorf("audit: checkpoint of size %d not saved: %w", size, err)
+		}
 	}
 	cp := SignedCheckpoint{Size: size, Root: root, Note: note}
 	if err := s.outbox.SaveCheckpoint(ctx, cp); err != nil {
