@@ -179,6 +179,9 @@ type Receipt struct {
 	SubjectNonce string `json:"subject_nonce,omitempty"`
 	// Proof is the signed proof, or nil while Pending.
 	Proof *Proof `json:"proof,omitempty"`
+	// TlogProof is Proof as a c2sp.org/tlog-proof@v1 text file (see
+	// proofs.Proof.MarshalTlogProof), which "lethe verify" also reads.
+	TlogProof string `json:"tlog_proof,omitempty"`
 	// Pending is true when no checkpoint covered the event within
 	// Config.ProofWait.
 	Pending bool `json:"pending"`
@@ -196,6 +199,10 @@ func (db *DB) receipt(ctx context.Context, id string, leaf []byte) (*Receipt, er
 	switch {
 	case err == nil:
 		r.Proof = p
+		r.TlogProof, err = tlogProof(p)
+		if err != nil {
+			return nil, err
+		}
 	case grains.ErrorCode(err) == grains.CodePending:
 		r.Pending = true
 	default:

@@ -59,7 +59,8 @@ type WitnessConfig struct {
 	URL string `json:"url" yaml:"url"`
 	// Key is its verifier key, "<name>+<hash>+<base64 of 0x04 || key>".
 	Key string `json:"key" yaml:"key"`
-	// Timeout bounds its answer (default 5s).
+	// Timeout bounds its answer (default 5s); the longest Timeout of the
+	// witnesses configured applies to each.
 	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 }
 
@@ -87,4 +88,13 @@ func newCosigner(cfg *Config, log audit.Log, logger *slog.Logger) (audit.CosignF
 		out, _, err := pool.Cosign(ctx, note, size)
 		return out, err
 	}, nil
+}
+
+// tlogProof returns p as a c2sp.org/tlog-proof@v1 text file.
+func tlogProof(p *Proof) (string, error) {
+	b, err := p.MarshalTlogProof()
+	if err != nil {
+		return "", grains.Wrap(grains.CodeInternal, "encode the proof as a tlog-proof", err)
+	}
+	return string(b), nil
 }

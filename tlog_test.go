@@ -88,6 +88,15 @@ func TestWitnessCosignsCheckpoints(t *testing.T) {
 		if !strings.Contains(e.Proof.Checkpoint, "\n— witness.test/w1 ") {
 			t.Fatalf("checkpoint has no cosignature line:\n%s", e.Proof.Checkpoint)
 		}
+		// The erasure offers the same proof as a tlog-proof file, whose
+		// checkpoint keeps the cosignature.
+		tp, err := proofs.ParseTlogProof([]byte(e.TlogProof))
+		if err != nil {
+			t.Fatalf("erasure %d: tlog-proof: %v\n%s", i, err, e.TlogProof)
+		}
+		if _, err := proofs.Verify(tp, proofs.VerifyOptions{LogKey: logKey, Witnesses: []string{w.Key}, WitnessThreshold: 1}); err != nil {
+			t.Fatalf("erasure %d: tlog-proof: %v", i, err)
+		}
 		last = e
 	}
 	served, err := db.Checkpoint(context.Background())

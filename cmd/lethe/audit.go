@@ -12,11 +12,12 @@ import (
 // --server, through the audit routes.
 func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return usagef("usage: lethe audit key | checkpoint | entry N | proof N [--size S] | proof --event ID | consistency A B")
+		return usagef("usage: lethe audit key | checkpoint | entry N | proof N [--size S] [--format json|tlog-proof] | proof --event ID [--format json|tlog-proof] | consistency A B")
 	}
 	fs := e.flags("audit " + args[0])
 	size := fs.Uint64("size", 0, "")
 	event := fs.String("event", "", "")
+	format := fs.String("format", "json", "")
 	pos, err := parse(fs, args[1:])
 	if err != nil {
 		return err
@@ -60,11 +61,24 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		b, err := p.Marshal()
-		if err != nil {
-			return err
+		switch *format {
+		case "json":
+			b, err := p.Marshal()
+			if err != nil {
+				return err
+			}
+			printf(e.stdout, "%s\n", b)
+		case "tlog-proof":
+			// c2sp.org/tlog-proof@v1: the file ends with the checkpoint's
+			// last signature line and its newline.
+			b, err := p.MarshalTlogProof()
+			if err != nil {
+				return err
+			}
+			printf(e.stdout, "%s", b)
+		default:
+			return usagef("--format %q: want json or tlog-proof", *format)
 		}
-		printf(e.stdout, "%s\n", b)
 		return nil
 	case args[0] == "consistency" && len(pos) == 2:
 		c, err := db.Consistency(ctx, nums[0], nums[1])
@@ -78,5 +92,5 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 		printf(e.stdout, "%s\n", b)
 		return nil
 	}
-	return usagef("usage: lethe audit key | checkpoint | entry N | proof N [--size S] | proof --event ID | consistency A B")
+	return usagef("usage: lethe audit key | checkpoint | entry N | proof N [--size S] [--format json|tlog-proof] | proof --event ID [--format json|tlog-proof] | consistency A B")
 }

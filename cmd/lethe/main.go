@@ -312,11 +312,14 @@ Usage:
   lethe risk sweep [--dry-run]             compress or drop grains at risk (needs --yes)
   lethe policy check FILE...               validate forgetting policy files
   lethe audit key | checkpoint | entry N | proof N [--size S] | proof --event ID | consistency A B
+              [--format json|tlog-proof] for proofs: a c2sp.org/tlog-proof@v1 text file
   lethe keys rotate [--keep N]             rotate the KEK (local age or Vault), rewrap, trim old versions (needs --yes)
   lethe verify PROOF --log-key KEY [--checkpoint OLDER] [--consistency FILE]
                [--subject ID --nonce HEX]  check an erasure proof offline (no data dir needed)
                [--finality TRIM_PROOF [--finality-consistency FILE]]
                                            with a later kek.trim proof: check the erasure is final
+               [--witness KEY]... [--witness-threshold N]
+                                           require witness cosignatures on the checkpoint
   lethe serve [--addr HOST:PORT] [--config FILE]
                                            serve the HTTP API (see 'lethe serve --help')
   lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase]

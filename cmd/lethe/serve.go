@@ -96,6 +96,14 @@ type serveConfig struct {
 		// PublicLog serves the log's tlog-tiles routes (/api/audit/log/)
 		// without a token; by default they need the auditor role.
 		PublicLog bool `yaml:"public_log"`
+		// Witnesses cosign each checkpoint; WitnessThreshold of them must
+		// before proofs against it are given (see lethe.Config).
+		Witnesses []struct {
+			URL     string   `yaml:"url"`
+			Key     string   `yaml:"key"`
+			Timeout duration `yaml:"timeout"`
+		} `yaml:"witnesses"`
+		WitnessThreshold int `yaml:"witness_threshold"`
 	} `yaml:"audit"`
 }
 
@@ -201,7 +209,10 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 		DataDir: cfg.Data, PostgresDSN: cfg.Postgres, Logger: logger,
 		AuditKeyFile: cfg.Audit.KeyFile, AuditOrigin: cfg.Audit.Origin,
 		TrillianAddr: cfg.Audit.TrillianAddr, TrillianTreeID: cfg.Audit.TrillianTreeID,
-		ProofWait: time.Duration(cfg.Audit.ProofWait),
+		ProofWait: time.Duration(cfg.Audit.ProofWait), WitnessThreshold: cfg.Audit.WitnessThreshold,
+	}
+	for _, w := range cfg.Audit.Witnesses {
+		lcfg.Witnesses = append(lcfg.Witnesses, lethe.WitnessConfig{URL: w.URL, Key: w.Key, Timeout: time.Duration(w.Timeout)})
 	}
 	lcfg.Schedule = cfg.Schedule
 	if cfg.PolicyFile != "" {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
@@ -28,7 +29,8 @@ Checks, in order: the proof's format, the leaf's encoding, the summary
 fields against the leaf, the leaf signature, the checkpoint signature and
 origin, the tree size, the inclusion of the leaf in the checkpointed tree;
 with --checkpoint, that the proof's checkpoint extends the pinned one; with
---subject and --nonce, the subject commitment. A failure names its check.
+--subject and --nonce, the subject commitment; with --witness, the witnesses'
+cosignatures on the checkpoint. A failure names its check.
 
 Flags:
   --log-key KEY         the log's verifier key ("lethe audit key" prints it),
@@ -51,6 +53,11 @@ Flags:
   --finality-consistency FILE
                         a consistency proof from the erasure proof's tree size
                         to the trim proof's ("lethe audit consistency")
+  --witness KEY         a witness's cosignature/v1 verifier key
+                        (c2sp.org/tlog-cosignature), or a file holding it;
+                        repeatable
+  --witness-threshold N how many of the --witness keys must have cosigned the
+                        proof's checkpoint (default: all of them)
   --json                print the result as JSON
 `
 
@@ -80,10 +87,18 @@ type verifiedResult struct {
 	KeyName        string  `json:"key_name"`
 	PinnedSize     *uint64 `json:"pinned_size,omitempty"`
 	SubjectChecked bool    `json:"subject_checked"`
-	KEK            string  `json:"kek,omitempty"`
-	KEKVersion     *uint64 `json:"kek_version,omitempty"`
+	// Cosignatures are the witnesses' verified cosignatures (with
+	// --witness).
+	Cosignatures []cosignatureResult `json:"cosignatures,omitempty"`
+	KEK          string              `json:"kek,omitempty"`
+	KEKVersion   *uint64             `json:"kek_version,omitempty"`
 	// Finality is set when --finality was given and verified.
 	Finality *finalityResult `json:"finality,omitempty"`
+}
+
+type cosignatureResult struct {
+	Witness string `json:"witness"`
+	Time    string `json:"time"`
 }
 
 type finalityResult struct {
@@ -111,7 +126,10 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		finFile     = fs.String("finality", "", "")
 		finConsist  = fs.String("finality-consistency", "", "")
 		asJSON      = fs.Bool("json", false, "")
+		witnesses   stringList
+		threshold   = fs.Int("witness-threshold", -1, "")
 	)
+	fs.Var(&witnesses, "witness", "")
 	pos, err := parseVerifyArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, verifyUsage)
@@ -133,6 +151,20 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	opts := proofs.VerifyOptions{Origin: *origin}
 	if opts.LogKey, err = readVerifyLogKey(*logKey); err != nil {
 		return err
+	}
+	for _, w := range witnesses {
+		k, err := readWitnessKey(w)
+		if err != nil {
+			return err
+		}
+		opts.Witnesses = append(opts.Witnesses, k)
+	}
+	opts.WitnessThreshold = *threshold
+	if *threshold < 0 {
+		opts.WitnessThreshold = len(opts.Witnesses)
+	}
+	if _, err := proofs.ParseWitnessPolicy(opts.Witnesses, opts.WitnessThreshold); err != nil {
+		return usagef("verify: %v", err)
 	}
 	if *subject != "" && *subjectFile != "" {
 		return usagef("verify: give --subject or --subject-file, not both")
@@ -206,6 +238,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if v.SubjectChecked {
 			fmt.Fprintln(stdout, "OK: the subject and nonce match the event's subject commitment")
 		}
+		for _, c := range v.Cosignatures {
+			name, _, _ := strings.Cut(c.Witness, "+")
+			fmt.Fprintf(stdout, "OK: the checkpoint is cosigned by witness %s at %s\n", name, c.Time.Format(time.RFC3339))
+		}
+		if len(opts.Witnesses) > 0 {
+			fmt.Fprintf(stdout, "OK: %d of %d witnesses cosigned the checkpoint, %d required\n", len(v.Cosignatures), len(opts.Witnesses), opts.WitnessThreshold)
+		}
 		if fin != nil {
 			fmt.Fprintf(stdout, "OK: trim event %s (index %d) is in a checkpoint of tree size %d that extends the erasure's\n",
 				fin.Trim.Leaf.ID, trim.LeafIndex, fin.Trim.Checkpoint.Size)
@@ -275,6 +314,26 @@ func readVerifyLogKey(s string) (string, error) {
 	return key, nil
 }
 
+// readWitnessKey returns the witness verifier key given on the command
+// line, or the one in the file it names.
+func readWitnessKey(s string) (string, error) {
+	if _, err := proofs.ParseWitnessKey(s); err == nil {
+		return s, nil
+	}
+	b, err := readVerifyInput(s)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", usagef("verify: --witness %q is neither a witness verifier key (name+hash+key) nor a file", s)
+	}
+	if err != nil {
+		return "", fmt.Errorf("verify: witness key: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if _, err := proofs.ParseWitnessKey(key); err != nil {
+		return "", usagef("verify: witness key file %s: %v", s, err)
+	}
+	return key, nil
+}
+
 // readVerifyInput reads a file of at most maxVerifyInput bytes.
 func readVerifyInput(name string) ([]byte, error) {
 	f, err := os.Open(name)
@@ -326,6 +385,9 @@ func printVerifyJSON(w io.Writer, p *proofs.Proof, v *proofs.Verified, fin *proo
 		}
 		if v.Pinned != nil {
 			r.Verified.PinnedSize = &v.Pinned.Size
+		}
+		for _, c := range v.Cosignatures {
+			r.Verified.Cosignatures = append(r.Verified.Cosignatures, cosignatureResult{Witness: c.Witness, Time: c.Time.Format(time.RFC3339)})
 		}
 		r.Verified.KEK, r.Verified.KEKVersion = v.Leaf.KEK, v.Leaf.KEKVersion
 		if fin != nil {
