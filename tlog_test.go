@@ -184,3 +184,43 @@ func TestWitnessThresholdHoldsProofs(t *testing.T) {
 		t.Errorf("leaf %s is not a key.erase event", e.Leaf)
 	}
 }
+
+// BenchmarkEraseWitnessed measures an erasure until its proof is final
+// (ForgetUser returns with the proof), on SQLite, with no witness and with
+// one real litewitness that must cosign (threshold 1): the difference is
+// what cosigning costs each erasure (one add-checkpoint round trip with a
+// consistency proof, and litewitness's SQLite write and ssh-agent signature).
+func BenchmarkEraseWitnessed(b *testing.B) {
+	for _, witnessed := range []bool{false, true} {
+		name := "no-witness"
+		if witnessed {
+			name = "litewitness"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir, logKey := witnessedDir(b)
+			var db *lethe.DB
+			if witnessed {
+				w := testenv.StartLitewitness(b, "witness.test/bench", witnessedOrigin, logKey)
+				db = openWitnessed(b, dir, 1, w)
+			} else {
+				db = openWitnessed(b, dir, 0)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			eraseOne(b, db, "warm-up")
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				user := fmt.Sprintf("user-%d", i)
+				if _, err := db.Add(ctx, lethe.Grain{Memory: "w", Type: "fact", Subject: "s", Relation: "r", Object: "o", UserID: user}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				e, err := db.ForgetUser(ctx, "w", user)
+				if err != nil || e.Pending {
+					b.Fatalf("ForgetUser: %v (pending %v)", err, e != nil && e.Pending)
+				}
+			}
+		})
+	}
+}
