@@ -3,12 +3,16 @@ package lethe_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"filippo.io/torchwood"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/testenv"
@@ -222,5 +226,45 @@ func BenchmarkEraseWitnessed(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestTorchwoodVerifiesErasureProof checks an erasure's tlog-proof with
+// third-party code only: torchwood's VerifyProof under a Sigsum-style
+// policy naming lethe's log key and a real litewitness, with the record
+// hash computed from the leaf the proof's extra data carries.
+func TestTorchwoodVerifiesErasureProof(t *testing.T) {
+	dir, logKey := witnessedDir(t)
+	w := testenv.StartLitewitness(t, "witness.test/w1", witnessedOrigin, logKey)
+	db := openWitnessed(t, dir, 1, w)
+	defer db.Close()
+	e := eraseOne(t, db, "torchwood")
+
+	extra, err := torchwood.ProofExtraData([]byte(e.TlogProof))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields struct{ Leaf []byte }
+	if err := json.Unmarshal(extra, &fields); err != nil || len(fields.Leaf) == 0 {
+		t.Fatalf("extra data %s: %v", extra, err)
+	}
+	policy := func(witnessKey string) torchwood.Policy {
+		p, err := torchwood.ParsePolicy([]byte("log " + logKey + "\nwitness w1 " + witnessKey + "\nquorum w1\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if err := torchwood.VerifyProof(policy(w.Key), tlog.RecordHash(fields.Leaf), []byte(e.TlogProof)); err != nil {
+		t.Fatalf("torchwood.VerifyProof: %v\n%s", err, e.TlogProof)
+	}
+	// The same proof under a policy naming a witness that did not cosign,
+	// or for another leaf, fails.
+	other := testenv.StartLitewitness(t, "witness.test/w2", witnessedOrigin, logKey)
+	if err := torchwood.VerifyProof(policy(other.Key), tlog.RecordHash(fields.Leaf), []byte(e.TlogProof)); err == nil {
+		t.Error("verified under a policy whose witness did not cosign")
+	}
+	if err := torchwood.VerifyProof(policy(w.Key), tlog.RecordHash([]byte("another leaf")), []byte(e.TlogProof)); err == nil {
+		t.Error("verified another leaf")
 	}
 }
