@@ -111,6 +111,15 @@ func TestWitnessCosignsCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The checkpoint lethe serves (tlog-tiles' /checkpoint) carries the
+	// cosignature too.
+	wp, err := proofs.ParseWitnessPolicy([]string{w.Key}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wp.Check(served); err != nil {
+		t.Errorf("served checkpoint: %v\n%s", err, served)
+	}
 	if got := w.TreeSize(t, witnessedOrigin); uint64(got) != c.Size {
 		t.Errorf("witness has size %d, lethe's checkpoint %d", got, c.Size)
 	}
