@@ -140,6 +140,7 @@ type DB struct {
 	cleanerPaused atomic.Bool
 
 	forget *forgetter
+	search *searcher
 }
 
 // ErrClosed is returned by calls on a closed DB.
@@ -189,6 +190,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		proofWait: cfg.ProofWait,
 		kek:       kek,
 		cleanKick: make(chan struct{}, 1),
+		search:    newSearcher(),
 	}
 	if err := db.openAudit(ctx, &cfg); err != nil {
 		st.Close()
@@ -271,6 +273,9 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 		if g.Supersedes != "" {
 			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "supersedes", "use Supersede to write a new version"), i, len(gs))
 		}
+	}
+	if err := db.checkDimensions(ctx, batch); err != nil {
+		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		hs, err := db.insertBatch(ctx, batch)
@@ -499,6 +504,7 @@ func (db *DB) rowOf(ctx context.Context, g *Grain) (*store.GrainRow, *keys.Chain
 	for _, t := range g.Tags {
 		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
 	}
+	indexSearch(row, c, g)
 	return row, c, payload, nil
 }
 
@@ -577,6 +583,9 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	q.Normalize()
 	if err := q.Validate(); err != nil {
 		return nil, err
+	}
+	if q.Search() {
+		return db.searchRecall(ctx, &q)
 	}
 	rows, err := db.find(ctx, &q)
 	if err != nil {
@@ -741,6 +750,9 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 	if g.Scope == old.Scope && g.Type == old.Type && string(grains.DedupMaterial(&g)) == string(grains.DedupMaterial(old)) &&
 		g.Importance == old.Importance && g.Confidence == old.Confidence && g.Pinned == old.Pinned {
 		return "", grains.Errorf(grains.CodeInvalidArgument, "the new version changes nothing")
+	}
+	if err := db.checkDimensions(ctx, []Grain{g}); err != nil {
+		return "", err
 	}
 	g.Supersedes = oldHash
 	for attempt := 0; ; attempt++ {
@@ -911,6 +923,9 @@ func carry(g, old *Grain) {
 	}
 	if g.Metadata == nil {
 		g.Metadata = old.Metadata
+	}
+	if g.Embedding == nil {
+		g.Embedding = old.Embedding
 	}
 	if g.Importance == 0 {
 		g.Importance = old.Importance

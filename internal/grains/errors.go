@@ -27,6 +27,7 @@ const (
 	CodeUnavailable       Code = "unavailable"        // a dependency (store, KEK, log) cannot be reached
 	CodePending           Code = "pending"            // committed and audited, but no signed checkpoint covers it yet
 	CodeInternal          Code = "internal"           // a bug or an invariant broken; details are logged, not returned
+	CodeDimensionMismatch Code = "dimension_mismatch" // an embedding's dimension differs from its memory's
 )
 
 // Error is a domain error: a stable Code, the field it concerns (if any),

@@ -38,6 +38,8 @@ const (
 	MaxScopeDepth   = 16
 	MaxSegmentBytes = 64
 	MaxNamespace    = 128
+	MaxEmbedding    = 4096 // dimensions
+	MaxQueryText    = 4096
 	MaxBatch        = 10000
 	// MaxBatchTags bounds the tags of one batch, counted as given: each tag
 	// is an index entry to derive and write, the largest cost of a batch
@@ -76,6 +78,10 @@ type Grain struct {
 
 	Tags     []string          `json:"tags,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Embedding is an optional vector for vector recall, sealed with the
+	// personal fields. Every embedding of a memory has the dimension of
+	// its first (see ValidateEmbedding).
+	Embedding []float32 `json:"embedding,omitempty"`
 
 	// Importance and Confidence are in [0,1]. A zero Confidence means
 	// "not given" and is stored as 1.
@@ -90,6 +96,10 @@ type Grain struct {
 	SupersededBy    string     `json:"superseded_by,omitempty"`
 	LastRetrievedAt *time.Time `json:"last_retrieved_at,omitempty"`
 	RetrievalCount  int64      `json:"retrieval_count,omitempty"`
+
+	// Score is a text or vector recall's rank of the grain (relevance
+	// times the retrieval-time decay); 0 elsewhere.
+	Score float64 `json:"score,omitempty"`
 
 	// Erased marks a version of a chain that was erased, in a history:
 	// such a Grain has only Hash set, and encodes as {"hash", "erased"}.
@@ -202,6 +212,9 @@ func (g *Grain) Validate() error {
 		return FieldError(CodeInvalidArgument, "namespace", "must be letters, digits, '.', '_', ':' or '-', at most 128 characters")
 	}
 	if err := ValidateScope(g.Scope); err != nil {
+		return err
+	}
+	if err := ValidateEmbedding(g.Embedding); err != nil {
 		return err
 	}
 	if len(g.Tags) > MaxTags {
@@ -388,18 +401,21 @@ type Payload struct {
 	UserID   string            `json:"u,omitempty"`
 	Tags     []string          `json:"t,omitempty"`
 	Metadata map[string]string `json:"m,omitempty"`
+	// Embedding is the grain's vector, little-endian float32s.
+	Embedding []byte `json:"e,omitempty"`
 }
 
 // PayloadOf returns the personal fields of g.
 func PayloadOf(g *Grain) Payload {
 	return Payload{Subject: g.Subject, Relation: g.Relation, Object: g.Object, Content: g.Content,
-		UserID: g.UserID, Tags: g.Tags, Metadata: g.Metadata}
+		UserID: g.UserID, Tags: g.Tags, Metadata: g.Metadata, Embedding: EncodeVector(g.Embedding)}
 }
 
 // Apply copies the payload's fields into g.
 func (p Payload) Apply(g *Grain) {
 	g.Subject, g.Relation, g.Object, g.Content = p.Subject, p.Relation, p.Object, p.Content
 	g.UserID, g.Tags, g.Metadata = p.UserID, p.Tags, p.Metadata
+	g.Embedding = DecodeVector(p.Embedding)
 }
 
 // Encode returns the canonical encoding of the payload.
@@ -424,4 +440,29 @@ func DedupMaterialOf(g *Grain, payload []byte) []byte {
 	b := make([]byte, 0, len(g.Type)+len(g.Namespace)+2+len(payload))
 	b = append(append(append(append(b, g.Type...), 0), g.Namespace...), 0)
 	return append(b, payload...)
+}
+
+// ValidateEmbedding checks an embedding (nil is none): at most MaxEmbedding
+// finite values, not all zero (a zero vector has no direction to compare).
+func ValidateEmbedding(v []float32) error {
+	if v == nil {
+		return nil
+	}
+	if len(v) == 0 {
+		return FieldError(CodeInvalidArgument, "embedding", "must not be empty")
+	}
+	if len(v) > MaxEmbedding {
+		return FieldError(CodeTooLarge, "embedding", "at most 4096 dimensions")
+	}
+	nonzero := false
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return FieldError(CodeInvalidArgument, "embedding", "values must be finite")
+		}
+		nonzero = nonzero || x != 0
+	}
+	if !nonzero {
+		return FieldError(CodeInvalidArgument, "embedding", "must not be all zeros")
+	}
+	return nil
 }

@@ -1,7 +1,10 @@
 package grains
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -46,7 +49,7 @@ func decodeCanonical(b []byte) (p Payload, ok bool) {
 		}
 		// Each key at most once, in Encode's order: a repeated or
 		// reordered key is left to encoding/json.
-		i := indexByte("srocutm", key[0])
+		i := indexByte("srocutme", key[0])
 		if i < 0 || 1<<i <= seen {
 			return Payload{}, false
 		}
@@ -60,6 +63,16 @@ func decodeCanonical(b []byte) (p Payload, ok bool) {
 			if p.Metadata, ok = d.strMap(); !ok {
 				return Payload{}, false
 			}
+		case 'e':
+			v, ok := d.str()
+			if !ok {
+				return Payload{}, false
+			}
+			e, err := base64.StdEncoding.DecodeString(v)
+			if err != nil || len(e) == 0 {
+				return Payload{}, false
+			}
+			p.Embedding = e
 		default:
 			v, ok := d.str()
 			if !ok {
@@ -254,4 +267,29 @@ func (d *payloadDecoder) hex4() (rune, bool) {
 	}
 	d.pos += 4
 	return rune(v), true
+}
+
+// EncodeVector returns v as little-endian float32s (nil for an empty v).
+func EncodeVector(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	b := make([]byte, 0, 4*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+// DecodeVector is the inverse of EncodeVector; trailing bytes short of a
+// float are ignored.
+func DecodeVector(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
 }

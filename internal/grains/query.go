@@ -17,6 +17,12 @@ type Query struct {
 	UserID string
 	// Tags must all be present on a grain.
 	Tags []string
+	// Text ranks grains by BM25 over the words of their content, subject
+	// and object; Embedding ranks them by cosine similarity to it. Either
+	// makes the query a search: one page of the best Limit grains, each
+	// with its Score, and no cursor. With both, the scores add.
+	Text      string
+	Embedding []float32
 
 	IncludeSuperseded bool
 	IncludeArchived   bool
@@ -79,6 +85,16 @@ func (q *Query) Validate() error {
 	if len(q.Tags) > MaxTags {
 		return FieldError(CodeTooLarge, "tags", "at most 64 tags")
 	}
+	if err := checkText("text", q.Text, MaxQueryText); err != nil {
+		return err
+	}
+	if err := ValidateEmbedding(q.Embedding); err != nil {
+		return err
+	}
+	if q.Search() && q.Cursor != "" {
+		return &Error{Code: CodeInvalidArgument, Field: "cursor", Message: "a text or vector search has one page",
+			Hint: "raise limit (at most 1000) instead of paging"}
+	}
 	for _, t := range q.Tags {
 		if err := checkText("tags", t, MaxTagBytes); err != nil {
 			return err
@@ -86,6 +102,9 @@ func (q *Query) Validate() error {
 	}
 	return nil
 }
+
+// Search reports whether q is a text or vector search.
+func (q *Query) Search() bool { return q.Text != "" || q.Embedding != nil }
 
 // MaxCursorBytes bounds a recall cursor.
 const MaxCursorBytes = 512

@@ -29,6 +29,9 @@ const (
 	Object   = "object"
 	Tag      = "tag"
 	Dedup    = "dedup"
+	// Term is a stemmed word of a grain's text (see internal/search),
+	// used as given.
+	Term = "term"
 )
 
 // Token returns the token of value for field under key. Subject, relation,

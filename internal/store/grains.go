@@ -293,6 +293,9 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 			return nil, translate(err, "insert tags")
 		}
 	}
+	if err := insertSearch(tx, memory, fresh); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -45,6 +45,12 @@ type GrainRow struct {
 	Blob            []byte `gorm:"not null"`
 
 	Tags []TagRow `gorm:"-"`
+	// Terms, DocLen and Dim are the grain's text postings (TermRow, their
+	// GrainID unset), its length in terms and its embedding's dimension,
+	// stored with it (see DocRow).
+	Terms  []TermRow `gorm:"-"`
+	DocLen int       `gorm:"-"`
+	Dim    int       `gorm:"-"`
 	// Erased marks a version Chain could not read because it was erased:
 	// only Hash and Memory are set.
 	Erased bool `gorm:"-"`

@@ -167,6 +167,9 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 			return nil, err
 		}
 	}
+	if err := insertSearchPG(ctx, tx, memory, stored); err != nil {
+		return nil, err
+	}
 	if err := adjustCountsPG(ctx, tx, memory, countFresh(stored)); err != nil {
 		return nil, err
 	}

@@ -147,6 +147,9 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err := migrateUserCounts(g); err != nil {
 		return translate(err, "migrate schema")
 	}
+	if err := migrateSearch(g, db.dialect); err != nil {
+		return translate(err, "migrate schema")
+	}
 	if db.dialect == Postgres {
 		if err := g.Raw(`SELECT pg_get_serial_sequence('grains', 'id')`).Scan(&db.grainSeq).Error; err != nil {
 			return translate(err, "migrate schema")

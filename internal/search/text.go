@@ -1,0 +1,111 @@
+// Package search is lethe's ranking: the words a grain is found by, BM25
+// over their blind postings, and cosine similarity over embeddings. It does
+// no I/O: the store keeps the postings (as blind tokens) and the root
+// package reads them, re-checks every candidate against the store and ranks
+// with these functions.
+//
+// # Words
+//
+// [Terms] splits text on anything that is not a letter or a digit,
+// lower-cases it (after Unicode NFC, as grains.NormalizeText), drops English
+// stop words and words over [MaxWordBytes], and stems what is left with the
+// Snowball English stemmer (github.com/kljensen/snowball, the Porter2
+// algorithm: https://snowballstem.org/algorithms/english/stemmer.html).
+// "Allergies" and "allergy" are one term; words of other languages pass
+// through the English rules, mostly unchanged.
+//
+// # Ranking
+//
+// [BM25] is Okapi BM25 with k1 = 1.2 and b = 0.75 and the non-negative
+// idf log(1 + (N - df + 0.5) / (df + 0.5)) (Robertson and Zaragoza, "The
+// Probabilistic Relevance Framework: BM25 and Beyond", 2009).
+package search
+
+import (
+	"math"
+	"strings"
+	"unicode"
+
+	"github.com/kljensen/snowball/english"
+
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// MaxWordBytes bounds an indexed word: longer runs of letters are not words
+// anyone searches for (hashes, base64) and are left out.
+const MaxWordBytes = 64
+
+// MaxQueryTerms bounds the distinct terms of a query: each is one index
+// lookup per scope.
+const MaxQueryTerms = 32
+
+// Doc is the terms of one grain: each distinct term with its count, and
+// the grain's length in terms.
+type Doc struct {
+	Terms map[string]int
+	Len   int
+}
+
+// Terms returns the terms of texts, as one document.
+func Terms(texts ...string) Doc {
+	d := Doc{Terms: map[string]int{}}
+	for _, t := range texts {
+		for _, w := range words(t) {
+			d.Terms[w]++
+			d.Len++
+		}
+	}
+	return d
+}
+
+// QueryTerms returns the distinct terms of a query, in order of first
+// appearance, at most MaxQueryTerms.
+func QueryTerms(text string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, w := range words(text) {
+		if !seen[w] && len(out) < MaxQueryTerms {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// words returns the stemmed words of text, stop words left out.
+func words(text string) []string {
+	text = strings.ToLower(grains.NormalizeText(text))
+	var out []string
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if len(w) > MaxWordBytes || english.IsStopWord(w) {
+			continue
+		}
+		out = append(out, english.Stem(w, false))
+	}
+	return out
+}
+
+// BM25 parameters.
+const (
+	K1 = 1.2
+	B  = 0.75
+)
+
+// BM25 returns one term's contribution to a document's score: tf is the
+// term's count in the document, dl the document's length, df the number of
+// documents holding the term, n the number of documents and avgdl their
+// mean length.
+func BM25(tf, dl, df int, n int64, avgdl float64) float64 {
+	if tf <= 0 {
+		return 0
+	}
+	if n < int64(df) {
+		n = int64(df) // statistics read at another moment than the postings
+	}
+	if avgdl <= 0 {
+		avgdl = float64(max(dl, 1))
+	}
+	idf := math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+	f := float64(tf)
+	return idf * f * (K1 + 1) / (f + K1*(1-B+B*float64(dl)/avgdl))
+}

@@ -1,0 +1,442 @@
+package lethe
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/forgetting"
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/index"
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/search"
+	"github.com/lethe-io/lethe/internal/store"
+)
+
+// Search (Query.Text, Query.Embedding) finds candidates in two indexes and
+// trusts neither: every candidate is read again from the store through the
+// query's filters (memory, type, namespace, scope, user, tags, superseded,
+// archived), with its memory's erase epoch, decrypted, and checked against
+// the query, before it is ranked. An index entry left behind (a vector of a
+// grain another replica forgot or erased) can cost a read, never return a
+// grain. See docs/search.md.
+
+// statsTTL bounds how long a memory's text statistics (document count and
+// mean length) are reused. They weigh terms; they decide nothing about
+// what is returned.
+const statsTTL = 10 * time.Second
+
+// vectorResync is how often a memory's vector index is checked against
+// the store's list of grains with an embedding, dropping those deleted
+// since (a search drops those it meets at once).
+const vectorResync = 30 * time.Second
+
+// searcher holds the search state of a DB: text statistics, embedding
+// dimensions and the in-memory vector indexes, per memory.
+type searcher struct {
+	mu    sync.Mutex
+	stats map[string]textStats
+	dims  map[string]int
+	vecs  map[string]*vectorIndex
+}
+
+type textStats struct {
+	docs  int64
+	avgdl float64
+	at    time.Time
+}
+
+// vectorIndex is one memory's vectors, loaded from the sealed rows on first
+// use and kept up to date by id.
+type vectorIndex struct {
+	mu     sync.Mutex // held while loading
+	set    *search.Set
+	last   int64 // the highest grain id read
+	synced time.Time
+}
+
+func newSearcher() *searcher {
+	return &searcher{stats: map[string]textStats{}, dims: map[string]int{}, vecs: map[string]*vectorIndex{}}
+}
+
+// indexSearch adds g's text postings and embedding dimension to its row.
+// The postings are blind: a term's token is its HMAC under the scope's
+// index key.
+func indexSearch(row *store.GrainRow, c *keys.Chain, g *Grain) {
+	d := search.Terms(g.Subject, g.Object, g.Content)
+	row.DocLen, row.Dim = d.Len, len(g.Embedding)
+	row.Terms = make([]store.TermRow, 0, len(d.Terms))
+	for t, n := range d.Terms {
+		row.Terms = append(row.Terms, store.TermRow{Token: c.Index.Token(index.Term, []byte(t)), TF: n, DL: d.Len})
+	}
+}
+
+// checkDimensions checks the embeddings of a batch of one memory against
+// the memory's dimension, fixing it on the first embedding.
+func (db *DB) checkDimensions(ctx context.Context, batch []Grain) error {
+	for i := range batch {
+		n := len(batch[i].Embedding)
+		if n == 0 {
+			continue
+		}
+		dim, err := db.dimension(ctx, batch[i].Memory, n)
+		if err != nil {
+			return err
+		}
+		if dim != n {
+			return atIndex(dimensionError(dim, n), i, len(batch))
+		}
+	}
+	return nil
+}
+
+func dimensionError(want, got int) error {
+	return &grains.Error{Code: grains.CodeDimensionMismatch, Field: "embedding",
+		Message: "this memory's embeddings have " + strconv.Itoa(want) + " dimensions, not " + strconv.Itoa(got),
+		Hint:    "every embedding of a memory has the dimension of its first; use another memory for another model"}
+}
+
+// dimension returns memory's embedding dimension; with fix > 0, a memory
+// without one gets fix.
+func (db *DB) dimension(ctx context.Context, memory string, fix int) (int, error) {
+	s := db.search
+	s.mu.Lock()
+	dim, ok := s.dims[memory]
+	s.mu.Unlock()
+	if ok {
+		return dim, nil
+	}
+	var err error
+	if fix > 0 {
+		dim, err = db.store.FixDimension(ctx, memory, fix)
+	} else {
+		dim, err = db.store.Dimension(ctx, memory)
+	}
+	if err != nil || dim == 0 {
+		return dim, err
+	}
+	s.mu.Lock()
+	s.dims[memory] = dim
+	s.mu.Unlock()
+	return dim, nil
+}
+
+// candidate is a grain an index proposes, with its relevance there.
+type candidate struct {
+	id       int64
+	text     float64 // BM25
+	vector   float64 // cosine similarity
+	proposed float64 // the order candidates are read in
+}
+
+// searchRecall answers a text or vector query (see Query.Search).
+func (db *DB) searchRecall(ctx context.Context, q *Query) (*Page, error) {
+	for fresh := false; ; fresh = true {
+		page, err := db.searchOnce(ctx, q, fresh)
+		if errors.Is(err, store.ErrStaleScopes) && !fresh {
+			continue // the cached index keys miss a scope: read them again
+		}
+		return page, err
+	}
+}
+
+func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, error) {
+	page := &Page{Grains: []Grain{}}
+	f, ok, err := db.filter(ctx, q, fresh)
+	if err != nil || !ok {
+		return page, err
+	}
+	if q.Embedding != nil {
+		dim, err := db.dimension(ctx, q.Memory, 0)
+		if err != nil {
+			return nil, err
+		}
+		if dim == 0 {
+			return page, nil // no embedding was ever written here
+		}
+		if dim != len(q.Embedding) {
+			return nil, dimensionError(dim, len(q.Embedding))
+		}
+	}
+	terms := search.QueryTerms(q.Text)
+	text := map[int64]float64{}
+	if len(terms) > 0 {
+		if err := db.textCandidates(ctx, q, f, terms, fresh, text); err != nil {
+			return nil, err
+		}
+	}
+	var vecs *vectorIndex
+	if q.Embedding != nil {
+		if vecs, err = db.vectors(ctx, q.Memory); err != nil {
+			return nil, err
+		}
+	}
+	now := db.now().UTC()
+	window := max(3*q.Limit, 50)
+	// With an embedding, the nearest k vectors are candidates; if the
+	// filters leave fewer than a page of them, k grows.
+	var found []Grain
+	var ids []int64
+	for k := window; ; k *= 4 {
+		cands := make(map[int64]*candidate, len(text)+k)
+		for id, s := range text {
+			cands[id] = &candidate{id: id, text: s}
+		}
+		if vecs != nil {
+			for _, h := range vecs.set.Nearest(q.Embedding, k) {
+				c := cands[h.ID]
+				if c == nil {
+					c = &candidate{id: h.ID}
+					cands[h.ID] = c
+				}
+				c.vector = h.Sim
+			}
+		}
+		if found, ids, err = db.collect(ctx, q, f, terms, vecs, cands, window, now); err != nil {
+			return nil, err
+		}
+		if vecs == nil || len(found) >= q.Limit || k >= vecs.set.Len() {
+			break
+		}
+	}
+	order := make([]int, len(found))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(found[b].Score, found[a].Score) })
+	order = order[:min(len(order), q.Limit)]
+	kept := make([]int64, 0, len(order))
+	for _, i := range order {
+		page.Grains = append(page.Grains, found[i])
+		kept = append(kept, ids[i])
+	}
+	db.trigger(q.Memory, TriggerQueryComplete)
+	if len(kept) > 0 {
+		db.trackRetrievals(now, kept)
+	}
+	return page, nil
+}
+
+// collect reads the candidates best first, window at a time, until window
+// of them pass the filters (their final rank, relevance times decay, is
+// decided among these) or none is left. It returns the grains, each with
+// its Score, and their row ids.
+func (db *DB) collect(ctx context.Context, q *Query, f *store.Filter, terms []string, vecs *vectorIndex,
+	cands map[int64]*candidate, window int, now time.Time) ([]Grain, []int64, error) {
+	list := make([]*candidate, 0, len(cands))
+	bestText := 0.0
+	for _, c := range cands {
+		bestText = max(bestText, c.text)
+		list = append(list, c)
+	}
+	hasText, hasVector := len(terms) > 0, q.Embedding != nil
+	for _, c := range list {
+		c.proposed = relevance(c.text, bestText, c.vector, hasText, hasVector)
+	}
+	slices.SortFunc(list, func(a, b *candidate) int {
+		if c := cmp.Compare(b.proposed, a.proposed); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.id, a.id)
+	})
+	var found []Grain
+	var ids []int64
+	for start := 0; start < len(list) && len(found) < window; start += window {
+		part := list[start:min(start+window, len(list))]
+		want := make([]int64, len(part))
+		byID := make(map[int64]*candidate, len(part))
+		for i, c := range part {
+			want[i], byID[c.id] = c.id, c
+		}
+		rows, err := db.store.GrainsByIDs(ctx, *f, want)
+		if err != nil {
+			return nil, nil, err
+		}
+		db.observe(rows) // before open: an erase seen here empties the key cache
+		for i := range rows {
+			g, err := db.open(ctx, &rows[i])
+			if grains.ErrorCode(err) == grains.CodeErased {
+				if vecs != nil {
+					vecs.set.Remove(rows[i].ID)
+				}
+				continue
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			if !matches(g, q) || !textMatches(g, terms) {
+				continue
+			}
+			c := byID[rows[i].ID]
+			if hasVector {
+				c.vector = search.Cosine(q.Embedding, g.Embedding) // the sealed vector, not the index's copy
+			}
+			rel := relevance(c.text, bestText, c.vector, hasText, hasVector)
+			g.Score = db.forget.policy.Retrieval.Rank(rel, forgetting.FactsOf(g), now)
+			found = append(found, *g)
+			ids = append(ids, rows[i].ID)
+		}
+	}
+	return found, ids, nil
+}
+
+// relevance combines a candidate's text and vector relevance: BM25
+// divided by the best BM25 among the candidates (so in [0, 1]), the cosine
+// similarity, or with both their sum.
+func relevance(text, bestText, vector float64, hasText, hasVector bool) float64 {
+	r := 0.0
+	if hasText && bestText > 0 {
+		if !hasVector {
+			return text
+		}
+		r = text / bestText
+	}
+	if hasVector {
+		r += vector
+	}
+	return r
+}
+
+// textMatches re-checks a decrypted grain against the query's terms (none:
+// no text query), so that a token collision never returns a wrong grain.
+func textMatches(g *Grain, terms []string) bool {
+	if len(terms) == 0 {
+		return true
+	}
+	d := search.Terms(g.Subject, g.Object, g.Content)
+	for _, t := range terms {
+		if d.Terms[t] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// textCandidates adds the grains holding any of terms to cands, with their
+// BM25 scores.
+func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, terms []string, fresh bool, cands map[int64]float64) error {
+	idx, gen, err := db.ring.IndexKeys(ctx, q.Memory, q.Scope, fresh)
+	if err != nil {
+		return err
+	}
+	if !f.CheckScopeGen && !fresh {
+		f.ScopeGen, f.CheckScopeGen = gen, true
+	} else if f.CheckScopeGen && f.ScopeGen != gen {
+		return store.ErrStaleScopes
+	}
+	termOf := make(map[string]int, len(terms)*len(idx))
+	toks := make([][]byte, 0, len(terms)*len(idx))
+	for i, t := range terms {
+		for _, s := range idx {
+			tok := s.Index.Token(index.Term, []byte(t))
+			termOf[string(tok)] = i
+			toks = append(toks, tok)
+		}
+	}
+	if len(toks) == 0 {
+		return nil
+	}
+	posts, err := db.store.Postings(ctx, toks)
+	if err != nil {
+		return err
+	}
+	df := make([]int, len(terms))
+	for _, p := range posts {
+		df[termOf[string(p.Token)]]++
+	}
+	st, err := db.textStats(ctx, q.Memory)
+	if err != nil {
+		return err
+	}
+	for _, p := range posts {
+		cands[p.GrainID] += search.BM25(p.TF, p.DL, df[termOf[string(p.Token)]], st.docs, st.avgdl)
+	}
+	return nil
+}
+
+// textStats returns memory's text statistics, read at most statsTTL ago.
+func (db *DB) textStats(ctx context.Context, memory string) (textStats, error) {
+	s := db.search
+	now := time.Now()
+	s.mu.Lock()
+	st, ok := s.stats[memory]
+	s.mu.Unlock()
+	if ok && now.Sub(st.at) < statsTTL {
+		return st, nil
+	}
+	docs, total, err := db.store.TextStats(ctx, memory)
+	if err != nil {
+		return st, err
+	}
+	st = textStats{docs: docs, at: now}
+	if docs > 0 {
+		st.avgdl = float64(total) / float64(docs)
+	}
+	s.mu.Lock()
+	s.stats[memory] = st
+	s.mu.Unlock()
+	return st, nil
+}
+
+// vectors returns memory's vector index, loading it from the sealed rows
+// on first use, adding the grains written since the last call, and every
+// vectorResync dropping the grains deleted since.
+func (db *DB) vectors(ctx context.Context, memory string) (*vectorIndex, error) {
+	s := db.search
+	s.mu.Lock()
+	v := s.vecs[memory]
+	if v == nil {
+		v = &vectorIndex{set: search.NewSet()}
+		s.vecs[memory] = v
+	}
+	s.mu.Unlock()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	after := v.last
+	resync := time.Since(v.synced) > vectorResync
+	if resync {
+		after = 0
+	}
+	ids, err := db.store.VectorIDs(ctx, memory, after)
+	if err != nil {
+		return nil, err
+	}
+	if resync {
+		v.set.Keep(ids)
+		v.synced = time.Now()
+	}
+	var todo []int64
+	for _, id := range ids {
+		if !v.set.Has(id) {
+			todo = append(todo, id)
+		}
+	}
+	f := store.Filter{Memory: memory, IncludeSuperseded: true, IncludeArchived: true}
+	for i := 0; i < len(todo); i += 500 {
+		rows, err := db.store.GrainsByIDs(ctx, f, todo[i:min(i+500, len(todo))])
+		if err != nil {
+			return nil, err
+		}
+		db.observe(rows)
+		for j := range rows {
+			g, err := db.open(ctx, &rows[j])
+			if grains.ErrorCode(err) == grains.CodeErased {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if len(g.Embedding) > 0 {
+				v.set.Add(rows[j].ID, g.Embedding)
+			}
+		}
+	}
+	if len(ids) > 0 {
+		v.last = max(v.last, ids[len(ids)-1])
+	}
+	return v, nil
+}
