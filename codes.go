@@ -52,4 +52,8 @@ const (
 	// [ErrorCode] for any error that is not lethe's; the details are in the
 	// error's cause, never in its message.
 	CodeInternal = grains.CodeInternal
+	// CodeDimensionMismatch is returned by Add, AddBatch, Supersede and
+	// Recall when an embedding's dimension differs from its memory's (fixed
+	// by the first embedding written there).
+	CodeDimensionMismatch = grains.CodeDimensionMismatch
 )

@@ -36,6 +36,11 @@ func parseFields(typ string, args []string, createdAt string) (lethe.Grain, erro
 			g.UserID = v
 		case "tags":
 			g.Tags = strings.Split(v, ",")
+		case "embedding":
+			var err error
+			if g.Embedding, err = parseVector(v); err != nil {
+				return g, usagef("embedding: %v", err)
+			}
 		case "importance", "confidence":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
@@ -146,6 +151,8 @@ func cmdRecall(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&q.IncludeArchived, "include-archived", false, "")
 	fs.IntVar(&q.Limit, "limit", 0, "")
 	fs.StringVar(&q.Cursor, "cursor", "", "")
+	fs.StringVar(&q.Text, "query", "", "")
+	embedding := fs.String("embedding", "", "")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -154,6 +161,11 @@ func cmdRecall(ctx context.Context, e *env, args []string) error {
 		return usagef("recall: unexpected argument %q (filters are flags: --subject S ...)", pos[0])
 	}
 	q.Memory, q.Tags = e.memory, tags
+	if *embedding != "" {
+		if q.Embedding, err = parseVector(*embedding); err != nil {
+			return usagef("--embedding: %v", err)
+		}
+	}
 	db, err := e.backend(ctx)
 	if err != nil {
 		return err
@@ -188,6 +200,9 @@ func line(g *lethe.Grain) string {
 	}
 	if g.Content != "" {
 		fmt.Fprintf(&b, " content=%q", g.Content)
+	}
+	if g.Score != 0 {
+		fmt.Fprintf(&b, " score=%.4g", g.Score)
 	}
 	if g.SupersededBy != "" {
 		b.WriteString(" [superseded]")
@@ -309,4 +324,17 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	}
 	printf(e.stdout, "forgot %d grain(s)\n", res.Count)
 	return nil
+}
+
+// parseVector parses comma-separated numbers.
+func parseVector(v string) ([]float32, error) {
+	var out []float32
+	for _, x := range strings.Split(v, ",") {
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 32)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", x)
+		}
+		out = append(out, float32(f))
+	}
+	return out, nil
 }

@@ -291,7 +291,8 @@ const usage = `lethe: an encrypted memory store with erasure you can prove
 
 Usage:
   lethe add TYPE field=value...            write a grain, print its hash
-  lethe recall [filters]                   list matching grains (newest first; filtered: ranked)
+  lethe recall [filters]                   list matching grains (newest first; filtered: ranked;
+                                           --query/--embedding: searched)
   lethe inspect HASH                       show one grain (superseded or archived too)
   lethe supersede HASH TYPE field=value... write a new version, print its hash
   lethe history HASH                       show the version chain, newest first
@@ -331,12 +332,15 @@ Usage:
 Fields (add, supersede):
   subject relation object content namespace scope user_id
   tags=a,b  importance=0..1  confidence=0..1  pinned=true  meta.KEY=VALUE
+  embedding=0.1,0.2,...                    a vector for --embedding search (one dimension per memory)
   --created-at RFC3339                     for imports
 
 Recall filters:
   --subject S --relation R --object O --user U --scope PREFIX --namespace N
   --type T --tag T (repeatable) --include-superseded --include-archived
   --limit N --cursor C
+  --query TEXT      search the words of content, subject and object (BM25, ranked, with a score)
+  --embedding X,Y,...  the nearest grains by cosine similarity (with --query: the scores add)
 
 Forgetting (purge, archive, risk):
   --policy FILE     the embedded store's policy (default: the built-in policies/default.yaml)

@@ -40,6 +40,7 @@ var statuses = map[lethe.Code]int{
 	lethe.CodeUnavailable:       http.StatusServiceUnavailable,
 	lethe.CodePending:           http.StatusAccepted, // committed and audited; no signed checkpoint covers it yet
 	lethe.CodeInternal:          http.StatusInternalServerError,
+	lethe.CodeDimensionMismatch: http.StatusBadRequest,
 	CodeUnauthorized:            http.StatusUnauthorized,
 	CodeForbidden:               http.StatusForbidden,
 	CodePayloadTooLarge:         http.StatusRequestEntityTooLarge,

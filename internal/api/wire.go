@@ -28,6 +28,7 @@ type GrainInput struct {
 	Importance float64           `json:"importance,omitempty"`
 	Confidence float64           `json:"confidence,omitempty"`
 	Pinned     bool              `json:"pinned,omitempty"`
+	Embedding  []float32         `json:"embedding,omitempty"`
 	// CreatedAt is for imports; the server's clock otherwise.
 	CreatedAt time.Time `json:"created_at,omitzero"`
 }
@@ -38,7 +39,7 @@ func (in *GrainInput) Grain(memory string) lethe.Grain {
 		Memory: memory, Type: in.Type, Subject: in.Subject, Relation: in.Relation, Object: in.Object,
 		Content: in.Content, Namespace: in.Namespace, Scope: in.Scope, UserID: in.UserID,
 		Tags: in.Tags, Metadata: in.Metadata, Importance: in.Importance, Confidence: in.Confidence,
-		Pinned: in.Pinned, CreatedAt: in.CreatedAt,
+		Pinned: in.Pinned, CreatedAt: in.CreatedAt, Embedding: in.Embedding,
 	}
 }
 
@@ -48,6 +49,7 @@ func InputOf(g *lethe.Grain) GrainInput {
 		Type: g.Type, Subject: g.Subject, Relation: g.Relation, Object: g.Object, Content: g.Content,
 		Namespace: g.Namespace, Scope: g.Scope, UserID: g.UserID, Tags: g.Tags, Metadata: g.Metadata,
 		Importance: g.Importance, Confidence: g.Confidence, Pinned: g.Pinned, CreatedAt: g.CreatedAt,
+		Embedding: g.Embedding,
 	}
 }
 
@@ -55,7 +57,7 @@ func InputOf(g *lethe.Grain) GrainInput {
 func (in *GrainInput) isZero() bool {
 	return in.Type == "" && in.Subject == "" && in.Relation == "" && in.Object == "" && in.Content == "" &&
 		in.Namespace == "" && in.Scope == "" && in.UserID == "" && in.Tags == nil && in.Metadata == nil &&
-		in.Importance == 0 && in.Confidence == 0 && !in.Pinned && in.CreatedAt.IsZero()
+		in.Importance == 0 && in.Confidence == 0 && !in.Pinned && in.CreatedAt.IsZero() && in.Embedding == nil
 }
 
 // AddBatchRequest is the body of a batch add: POST .../grains with
@@ -96,6 +98,10 @@ type RecallRequest struct {
 	IncludeArchived   bool     `json:"include_archived,omitempty"`
 	Limit             int      `json:"limit,omitempty"`
 	Cursor            string   `json:"cursor,omitempty"`
+	// Text ("query") and Embedding make the recall a search (see
+	// lethe.Query.Text).
+	Text      string    `json:"query,omitempty"`
+	Embedding []float32 `json:"embedding,omitempty"`
 }
 
 // Query returns r as a query on memory.
@@ -104,7 +110,7 @@ func (r *RecallRequest) Query(memory string) lethe.Query {
 		Memory: memory, Subject: r.Subject, Relation: r.Relation, Object: r.Object, Type: r.Type,
 		Namespace: r.Namespace, Scope: r.Scope, UserID: r.UserID, Tags: r.Tags,
 		IncludeSuperseded: r.IncludeSuperseded, IncludeArchived: r.IncludeArchived,
-		Limit: r.Limit, Cursor: r.Cursor,
+		Limit: r.Limit, Cursor: r.Cursor, Text: r.Text, Embedding: r.Embedding,
 	}
 }
 
@@ -114,7 +120,7 @@ func RecallRequestOf(q *lethe.Query) RecallRequest {
 		Subject: q.Subject, Relation: q.Relation, Object: q.Object, Type: q.Type,
 		Namespace: q.Namespace, Scope: q.Scope, UserID: q.UserID, Tags: q.Tags,
 		IncludeSuperseded: q.IncludeSuperseded, IncludeArchived: q.IncludeArchived,
-		Limit: q.Limit, Cursor: q.Cursor,
+		Limit: q.Limit, Cursor: q.Cursor, Text: q.Text, Embedding: q.Embedding,
 	}
 }
 
