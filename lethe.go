@@ -504,7 +504,7 @@ func (db *DB) rowOf(ctx context.Context, g *Grain) (*store.GrainRow, *keys.Chain
 	for _, t := range g.Tags {
 		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
 	}
-	indexSearch(row, c, g)
+	db.search.index(row, c, g)
 	return row, c, payload, nil
 }
 

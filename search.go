@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/forgetting"
@@ -42,6 +43,8 @@ type searcher struct {
 	stats map[string]textStats
 	dims  map[string]int
 	vecs  map[string]*vectorIndex
+
+	noText atomic.Bool // benchmarks only: write no postings (see export_test.go)
 }
 
 type textStats struct {
@@ -63,10 +66,14 @@ func newSearcher() *searcher {
 	return &searcher{stats: map[string]textStats{}, dims: map[string]int{}, vecs: map[string]*vectorIndex{}}
 }
 
-// indexSearch adds g's text postings and embedding dimension to its row.
+// index adds g's text postings and embedding dimension to its row.
 // The postings are blind: a term's token is its HMAC under the scope's
 // index key.
-func indexSearch(row *store.GrainRow, c *keys.Chain, g *Grain) {
+func (s *searcher) index(row *store.GrainRow, c *keys.Chain, g *Grain) {
+	row.Dim = len(g.Embedding)
+	if s.noText.Load() {
+		return
+	}
 	d := search.Terms(g.Subject, g.Object, g.Content)
 	row.DocLen, row.Dim = d.Len, len(g.Embedding)
 	row.Terms = make([]store.TermRow, 0, len(d.Terms))
@@ -176,7 +183,7 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 		}
 	}
 	now := db.now().UTC()
-	window := max(3*q.Limit, 50)
+	window := max(2*q.Limit, 20)
 	// With an embedding, the nearest k vectors are candidates; if the
 	// filters leave fewer than a page of them, k grows.
 	var found []Grain
@@ -343,6 +350,20 @@ func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, ter
 	posts, err := db.store.Postings(ctx, toks)
 	if err != nil {
 		return err
+	}
+	if f.CheckScopeGen {
+		// The tokens came from cached keys: a scope created since has
+		// none here, and its grains would be missed. The generation only
+		// grows, so if it is still the keys' after the postings were read,
+		// no scope was missing when they were.
+		now, err := db.store.ScopeGeneration(ctx, q.Memory)
+		if err != nil {
+			return err
+		}
+		if now != f.ScopeGen {
+			return store.ErrStaleScopes
+		}
+		f.CheckScopeGen = false
 	}
 	df := make([]int, len(terms))
 	for _, p := range posts {

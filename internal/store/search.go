@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -132,6 +135,9 @@ func insertSearchPG(ctx context.Context, tx pgx.Tx, memory string, stored []*Gra
 // Postings returns every posting of the given tokens. Tokens are keyed by
 // their scope's key, so a token's postings are all in its memory.
 func (db *DB) Postings(ctx context.Context, toks [][]byte) ([]TermRow, error) {
+	if db.dialect == SQLite {
+		return db.postingsPacked(ctx, toks)
+	}
 	var out []TermRow
 	for i := 0; i < len(toks); i += chunk {
 		part := toks[i:min(i+chunk, len(toks))]
@@ -147,6 +153,51 @@ func (db *DB) Postings(ctx context.Context, toks [][]byte) ([]TermRow, error) {
 				return nil, translate(err, "read postings")
 			}
 			out = append(out, t)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, translate(err, "read postings")
+		}
+	}
+	return out, nil
+}
+
+// postingsPacked is Postings on SQLite, where go-sqlite3 costs two or
+// three cgo calls per column of every row (see packedColumns): each
+// token's postings come as one text of space-separated numbers.
+func (db *DB) postingsPacked(ctx context.Context, toks [][]byte) ([]TermRow, error) {
+	var out []TermRow
+	for i := 0; i < len(toks); i += chunk {
+		part := toks[i:min(i+chunk, len(toks))]
+		q := "SELECT token, group_concat(grain_id || ' ' || tf || ' ' || dl, ' ') FROM grain_terms WHERE token IN (?" +
+			strings.Repeat(", ?", len(part)-1) + ") GROUP BY token"
+		rows, err := db.gorm.ConnPool.QueryContext(ctx, q, anys(part)...)
+		if err != nil {
+			return nil, translate(err, "read postings")
+		}
+		for rows.Next() {
+			var tok []byte
+			var packed string
+			if err := rows.Scan(&tok, &packed); err != nil {
+				rows.Close()
+				return nil, translate(err, "read postings")
+			}
+			f := strings.Fields(packed)
+			if len(f)%3 != 0 {
+				rows.Close()
+				return nil, fmt.Errorf("read postings: %d packed fields", len(f))
+			}
+			for j := 0; j < len(f); j += 3 {
+				id, err1 := strconv.ParseInt(f[j], 10, 64)
+				tf, err2 := strconv.Atoi(f[j+1])
+				dl, err3 := strconv.Atoi(f[j+2])
+				if err := errors.Join(err1, err2, err3); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("read postings: %w", err)
+				}
+				out = append(out, TermRow{Token: tok, GrainID: id, TF: tf, DL: dl})
+			}
 		}
 		err = rows.Err()
 		rows.Close()
@@ -220,7 +271,11 @@ func (db *DB) GrainsByIDs(ctx context.Context, f Filter, ids []int64) ([]GrainRo
 		return nil, err
 	}
 	cond, args := db.whereSQL(&f)
-	q := "SELECT " + foundColumns + " FROM grains WHERE id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") AND " + cond
+	cols := foundColumns
+	if db.dialect == SQLite {
+		cols = packedColumns
+	}
+	q := "SELECT " + cols + " FROM grains WHERE id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") AND " + cond
 	all := append(append([]any{f.Memory, f.Memory}, anys(ids)...), args...)
 	res, err := db.gorm.ConnPool.QueryContext(ctx, db.rebind(q), all...)
 	if err != nil {
@@ -230,7 +285,13 @@ func (db *DB) GrainsByIDs(ctx context.Context, f Filter, ids []int64) ([]GrainRo
 	var out []GrainRow
 	for res.Next() {
 		out = append(out, GrainRow{})
-		if err := scanFound(res, &out[len(out)-1]); err != nil {
+		var err error
+		if db.dialect == SQLite {
+			err = scanPacked(res, &out[len(out)-1], f.Memory)
+		} else {
+			err = scanFound(res, &out[len(out)-1])
+		}
+		if err != nil {
 			return nil, translate(err, "find grains")
 		}
 	}

@@ -1,0 +1,186 @@
+package lethe_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lethe-io/lethe"
+)
+
+// searchSizes are the store sizes the search benchmarks fill; -search.sizes
+// changes them (the 100,000 case takes minutes to fill).
+var searchSizes = flag.String("search.sizes", "1000,10000,100000", "store sizes of the search benchmarks")
+
+func sizes(b *testing.B) []int {
+	var out []int
+	for _, f := range strings.Split(*searchSizes, ",") {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil {
+			b.Fatalf("-search.sizes: %v", err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// vocabulary is the benchmark corpus's words: 20,000 made-up words whose
+// use follows Zipf's law (s = 1.1), as words in text do.
+var vocabulary = func() []string {
+	out := make([]string, 20000)
+	for i := range out {
+		out[i] = fmt.Sprintf("w%dx", i) // digits and a letter: no stop word, nothing for the stemmer
+	}
+	return out
+}()
+
+// searchCorpus writes n grains of 12 Zipf-distributed words each (and,
+// with dim > 0, a random embedding of dim dimensions) in batches of 1,000,
+// and returns the time the batches took.
+func searchCorpus(b *testing.B, db *lethe.DB, n, dim int, seed uint64) time.Duration {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(seed, 1))
+	z := rand.NewZipf(r, 1.1, 1, uint64(len(vocabulary)-1))
+	var took time.Duration
+	batch := make([]lethe.Grain, 0, 1000)
+	for i := range n {
+		words := make([]string, 12)
+		for j := range words {
+			words[j] = vocabulary[z.Uint64()]
+		}
+		g := lethe.Grain{Type: "fact", Subject: fmt.Sprintf("subject-%d", i%1000), Content: strings.Join(words, " "),
+			Scope: "acme/prod", Importance: 0.5}
+		if dim > 0 {
+			g.Embedding = randomVector(r, dim)
+		}
+		batch = append(batch, g)
+		if len(batch) == cap(batch) || i == n-1 {
+			start := time.Now()
+			if _, err := db.AddBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			took += time.Since(start)
+			batch = batch[:0]
+		}
+	}
+	return took
+}
+
+func randomVector(r *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// p50 returns the median of ds in milliseconds.
+func p50(ds []time.Duration) float64 {
+	slices.Sort(ds)
+	return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+}
+
+// BenchmarkSearchText times text queries of two words drawn from ranks 50
+// to 2,000 of the vocabulary (each in roughly 0.1% to 3% of the grains),
+// limit 10, on SQLite, at each size: on the store as filled (warm), and
+// on a fresh instance over the same files (restarted; its first query is
+// reported apart, as first-ms). common-word is one query with the most
+// frequent word (in about 12% of the grains): the worst case of reading
+// every posting.
+func BenchmarkSearchText(b *testing.B) {
+	for _, n := range sizes(b) {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			cfg := lethe.Config{DataDir: b.TempDir()}
+			db := openBench(b, cfg)
+			searchCorpus(b, db, n, 0, 1)
+			r := rand.New(rand.NewPCG(2, 2))
+			query := func(db *lethe.DB, text string) time.Duration {
+				start := time.Now()
+				if _, err := db.Recall(context.Background(), lethe.Query{Text: text, Limit: 10}); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			}
+			words := func() string {
+				return vocabulary[50+r.IntN(1950)] + " " + vocabulary[50+r.IntN(1950)]
+			}
+			var warm []time.Duration
+			for b.Loop() {
+				warm = append(warm, query(db, words()))
+			}
+			common := query(db, vocabulary[1])
+			db.Close()
+			again := openBench(b, cfg)
+			first := query(again, words())
+			var restarted []time.Duration
+			for range 200 {
+				restarted = append(restarted, query(again, words()))
+			}
+			b.ReportMetric(p50(warm), "p50-ms")
+			b.ReportMetric(p50(restarted), "restarted-p50-ms")
+			b.ReportMetric(float64(first)/float64(time.Millisecond), "first-ms")
+			b.ReportMetric(float64(common)/float64(time.Millisecond), "common-word-ms")
+		})
+	}
+}
+
+// BenchmarkSearchTextWriteCost fills two SQLite stores with the same
+// corpus in batches of 1,000, one with the text index and one without,
+// and reports both throughputs and the cost of the index.
+func BenchmarkSearchTextWriteCost(b *testing.B) {
+	const n = 20000
+	for b.Loop() {
+		with := openBench(b, lethe.Config{DataDir: b.TempDir()})
+		without := openBench(b, lethe.Config{DataDir: b.TempDir()})
+		without.SetTextIndex(false)
+		// Alternate, so that neither runs on a quieter machine.
+		var tw, to time.Duration
+		for i := range 4 {
+			tw += searchCorpus(b, with, n/4, 0, uint64(10+i))
+			to += searchCorpus(b, without, n/4, 0, uint64(10+i))
+		}
+		rw, ro := float64(n)/tw.Seconds(), float64(n)/to.Seconds()
+		b.ReportMetric(rw, "with-grains/s")
+		b.ReportMetric(ro, "without-grains/s")
+		b.ReportMetric(100*(1-rw/ro), "cost-%")
+	}
+}
+
+// BenchmarkSearchVector times top-10 vector queries (random 384-dimension
+// vectors) on SQLite at each size, after loading the index (build-ms, the
+// first query after opening: reading and decrypting every row with an
+// embedding), and reports the index's memory per 100,000 vectors.
+func BenchmarkSearchVector(b *testing.B) {
+	const dim = 384
+	for _, n := range sizes(b) {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			cfg := lethe.Config{DataDir: b.TempDir()}
+			db := openBench(b, cfg)
+			searchCorpus(b, db, n, dim, 3)
+			db.Close()
+			db = openBench(b, cfg)
+			r := rand.New(rand.NewPCG(4, 4))
+			query := func() time.Duration {
+				start := time.Now()
+				p, err := db.Recall(context.Background(), lethe.Query{Embedding: randomVector(r, dim), Limit: 10})
+				if err != nil || len(p.Grains) != 10 {
+					b.Fatalf("vector query: %v", err)
+				}
+				return time.Since(start)
+			}
+			build := query()
+			var ds []time.Duration
+			for b.Loop() {
+				ds = append(ds, query())
+			}
+			b.ReportMetric(p50(ds), "p50-ms")
+			b.ReportMetric(float64(build)/float64(time.Millisecond), "build-ms")
+			b.ReportMetric(float64(db.VectorBytes("default"))*100000/float64(n)/(1<<20), "MB/100k")
+		})
+	}
+}
