@@ -1,0 +1,95 @@
+package search
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func TestTerms(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want map[string]int
+		len  int
+	}{
+		{"stems and lower-cases", "Allergies, ALLERGY; allergic!", map[string]int{"allergi": 2, "allerg": 1}, 3},
+		{"drops stop words", "the cat and the hat", map[string]int{"cat": 1, "hat": 1}, 2},
+		{"splits on punctuation, keeps digits", "room-101/b", map[string]int{"room": 1, "101": 1, "b": 1}, 3},
+		{"NFC", "Jose\u0301 jos\u00e9", map[string]int{"jos\u00e9": 2}, 2},
+		{"drops long words", string(make([]byte, 0)) + "a" + string(slices.Repeat([]byte("x"), 70)), map[string]int{}, 0},
+		{"empty", "", map[string]int{}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Terms(tt.text)
+			if d.Len != tt.len || len(d.Terms) != len(tt.want) {
+				t.Fatalf("Terms(%q) = %v (len %d), want %v (len %d)", tt.text, d.Terms, d.Len, tt.want, tt.len)
+			}
+			for k, v := range tt.want {
+				if d.Terms[k] != v {
+					t.Errorf("Terms(%q)[%q] = %d, want %d", tt.text, k, d.Terms[k], v)
+				}
+			}
+		})
+	}
+	if got := QueryTerms("Allergy allergies penicillin the"); !slices.Equal(got, []string{"allergi", "penicillin"}) {
+		t.Errorf("QueryTerms = %v", got)
+	}
+}
+
+func TestBM25(t *testing.T) {
+	// More occurrences score higher, a longer document lower, a rarer term higher.
+	base := BM25(1, 10, 10, 1000, 10)
+	if base <= 0 || BM25(2, 10, 10, 1000, 10) <= base || BM25(1, 40, 10, 1000, 10) >= base || BM25(1, 10, 500, 1000, 10) >= base {
+		t.Errorf("BM25 is not monotone as it should be")
+	}
+	if got := BM25(1, 10, 2000, 1000, 10); got <= 0 || math.IsNaN(got) {
+		t.Errorf("df > n gives %v, want a small positive score", got)
+	}
+	if BM25(0, 10, 1, 10, 10) != 0 {
+		t.Errorf("tf 0 scores")
+	}
+}
+
+func TestSet(t *testing.T) {
+	s := NewSet()
+	s.Add(1, []float32{1, 0})
+	s.Add(2, []float32{1, 1})
+	s.Add(3, []float32{0, 2})
+	s.Add(4, []float32{0, 0})    // zero: ignored
+	s.Add(5, []float32{1, 2, 3}) // another dimension: ignored
+	if s.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", s.Len())
+	}
+	ids := func(hs []Hit) []int64 {
+		var out []int64
+		for _, h := range hs {
+			out = append(out, h.ID)
+		}
+		return out
+	}
+	if got := ids(s.Nearest([]float32{1, 0.1}, 2)); !slices.Equal(got, []int64{1, 2}) {
+		t.Errorf("Nearest = %v, want [1 2]", got)
+	}
+	if h := s.Nearest([]float32{0, 5}, 1); len(h) != 1 || h[0].ID != 3 || math.Abs(h[0].Sim-1) > 1e-6 {
+		t.Errorf("Nearest = %+v, want 3 with similarity 1", h)
+	}
+	s.Remove(1)
+	if s.Has(1) || !s.Has(2) || !s.Has(3) {
+		t.Fatalf("Remove(1) left %v", ids(s.Nearest([]float32{1, 0}, 10)))
+	}
+	if got := ids(s.Nearest([]float32{1, 0}, 10)); !slices.Equal(got, []int64{2, 3}) {
+		t.Errorf("after Remove: %v", got)
+	}
+	s.Keep([]int64{3, 99})
+	if got := ids(s.Nearest([]float32{1, 0}, 10)); !slices.Equal(got, []int64{3}) {
+		t.Errorf("after Keep: %v", got)
+	}
+	if s.Nearest([]float32{1, 0, 0}, 1) != nil {
+		t.Errorf("a query of another dimension found something")
+	}
+	if c := Cosine([]float32{1, 0}, []float32{0, 1}); c != 0 {
+		t.Errorf("Cosine of orthogonal vectors = %v", c)
+	}
+}
