@@ -90,7 +90,7 @@ func p50(ds []time.Duration) float64 {
 // limit 10, on SQLite, at each size: on the store as filled (warm), and
 // on a fresh instance over the same files (restarted; its first query is
 // reported apart, as first-ms). common-word is one query with the most
-// frequent word (in about 12% of the grains): the worst case of reading
+// frequent word but one (in about half the grains): the worst case of reading
 // every posting.
 func BenchmarkSearchText(b *testing.B) {
 	for _, n := range sizes(b) {
