@@ -613,7 +613,7 @@ func testBadInput(f *fixture) {
 		{"charset ok", "POST", "/recall", "application/json; charset=utf-8", `{}`, 200, "", ""},
 		{"recall limit", "POST", "/recall", "", `{"limit":5000}`, 400, "invalid_argument", "limit"},
 		{"recall cursor", "POST", "/recall", "", `{"cursor":"abc"}`, 400, "invalid_argument", "cursor"},
-		{"recall unknown", "POST", "/recall", "", `{"query":"x"}`, 400, "invalid_argument", "query"},
+		{"recall unknown", "POST", "/recall", "", `{"text":"x"}`, 400, "invalid_argument", "text"},
 		{"forget nothing", "POST", "/forget", "", `{}`, 400, "empty_selector", ""},
 		{"forget null", "POST", "/forget", "", `null`, 400, "empty_selector", ""},
 		{"forget empty subject", "POST", "/forget", "", `{"subject":""}`, 400, "empty_selector", "subject"},
