@@ -209,7 +209,12 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 		if err := grains.ValidateUserID(spec.UserID); err != nil {
 			return nil, err
 		}
-		if _, err := db.ring.WriteChain(ctx, spec.Memory, "", ""); err != nil { // the memory key, for the user ref
+		// The memory key, for the user ref: first drop a cached one another
+		// instance erased, so WriteChain creates the memory's new key.
+		if err := db.ring.Revalidate(ctx, spec.Memory); err != nil {
+			return nil, err
+		}
+		if _, err := db.ring.WriteChain(ctx, spec.Memory, "", ""); err != nil {
 			return nil, err
 		}
 		ref, err := db.ring.UserRef(ctx, spec.Memory, spec.UserID)
