@@ -554,11 +554,16 @@ func (p *parser) recall() (Statement, error) {
 	if err != nil {
 		return nil, err
 	}
+	seen := map[string]bool{}
 	for where {
-		f, _, err := p.field(func(f string) bool { return whereFields[f] }, "RECALL WHERE")
+		f, pos, err := p.field(func(f string) bool { return whereFields[f] }, "RECALL WHERE")
 		if err != nil {
 			return nil, err
 		}
+		if seen[f] && f != "tag" {
+			return nil, p.errAt(pos, "field %s given twice (only tag may repeat)", f)
+		}
+		seen[f] = true
 		if _, err := p.expect(tEq, `"="`); err != nil {
 			return nil, err
 		}

@@ -83,6 +83,7 @@ func TestParseErrors(t *testing.T) {
 		{"limit frac", "RECALL LIMIT 2.5", "1:14", "LIMIT is a whole number"},
 		{"limit huge", "RECALL LIMIT 99999999999999999999999", "1:14", "LIMIT is a whole number"},
 		{"where field", `RECALL WHERE content = "x"`, "1:14", "no such field"},
+		{"where twice", `RECALL WHERE subject = "a" AND SUBJECT = "b"`, "1:32", "given twice"},
 		{"stray char", "RECALL @", "1:8", "unexpected character"},
 		{"lone minus", `SUPERSEDE "` + h1 + `" SET importance = -`, "1:95", "malformed number"},
 		{"newline in string", "HISTORY WHERE subject = \"a\nb\"", "1:27", "newline in string"},
