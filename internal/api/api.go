@@ -4,7 +4,7 @@
 //
 // # Routes
 //
-// Grain routes live under /api/memories/{memory}/ (grains, recall,
+// Grain routes live under /api/memories/{memory}/ (grains, recall, cal,
 // grains/{hash}, grains/{hash}/history, supersede, forget, forget-user,
 // scope-erase, erase, holds, purge/stale, archive, risk-sweep); the audit
 // log's key, checkpoints, entries and proofs under /api/audit/; token
@@ -176,6 +176,8 @@ func (s *Server) routes() *gin.Engine {
 	m.POST("/grains", s.allow(auth.Writer), s.addGrains)
 	m.POST("/supersede", s.allow(auth.Writer), handle(s, s.supersede))
 	m.POST("/recall", s.allow(auth.Reader), handle(s, s.recall))
+	// Each statement needs the role of its route; see calStatement.
+	m.POST("/cal", s.calStatement)
 	m.GET("/grains/:hash", s.allow(auth.Reader), s.getGrain)
 	m.GET("/grains/:hash/history", s.allow(auth.Reader), s.history)
 	m.POST("/forget", s.allow(auth.DPO), handle(s, s.forget))

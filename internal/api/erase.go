@@ -58,16 +58,23 @@ func (s *Server) forgetUser(c *gin.Context, req *ForgetUserRequest) (reply, erro
 // scopeErase crypto-erases a scope path and everything below it. A
 // scope-limited token may erase within its scopes.
 func (s *Server) scopeErase(c *gin.Context, req *ScopeEraseRequest) (reply, error) {
-	path, err := required("scope", req.Scope)
+	field, given := "scope", req.Scope
+	if req.ScopePath != nil {
+		if req.Scope != nil {
+			return nil, grains.FieldError(lethe.CodeInvalidArgument, "scope_path", "give scope or scope_path, not both")
+		}
+		field, given = "scope_path", req.ScopePath
+	}
+	path, err := required(field, given)
 	if err != nil {
 		return nil, err
 	}
 	if strings.Trim(path, "/") == "" {
-		return nil, &lethe.Error{Code: lethe.CodeEmptySelector, Field: "scope", Message: "the root scope is the whole memory",
+		return nil, &lethe.Error{Code: lethe.CodeEmptySelector, Field: field, Message: "the root scope is the whole memory",
 			Hint: "to erase a whole memory use POST .../erase"}
 	}
 	if !tokenOf(c).AllowsScope(path) {
-		return nil, outOfScope("scope")
+		return nil, outOfScope(field)
 	}
 	res, err := s.lib.EraseScope(c.Request.Context(), c.Param("memory"), path)
 	if err != nil {

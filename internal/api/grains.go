@@ -80,7 +80,15 @@ func (s *Server) addGrains(c *gin.Context) {
 // recall answers a query. A scope-limited token's query is kept within its
 // scopes.
 func (s *Server) recall(c *gin.Context, req *RecallRequest) (reply, error) {
-	q := req.Query(c.Param("memory"))
+	page, err := s.recallQuery(c, req.Query(c.Param("memory")))
+	if err != nil {
+		return nil, err
+	}
+	return jsonReply{http.StatusOK, page}, nil
+}
+
+// recallQuery runs q, kept within a scope-limited token's scopes.
+func (s *Server) recallQuery(c *gin.Context, q lethe.Query) (*lethe.Page, error) {
 	if tok := tokenOf(c); tok.Scoped() {
 		scope, ok := tok.NarrowScope(q.Scope)
 		if !ok {
@@ -89,11 +97,7 @@ func (s *Server) recall(c *gin.Context, req *RecallRequest) (reply, error) {
 		}
 		q.Scope = scope
 	}
-	page, err := s.lib.Recall(c.Request.Context(), q)
-	if err != nil {
-		return nil, err
-	}
-	return jsonReply{http.StatusOK, page}, nil
+	return s.lib.Recall(c.Request.Context(), q)
 }
 
 // hashParam returns the route's hash, checked, so that a malformed one is
@@ -112,38 +116,55 @@ func (s *Server) getGrain(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	g, err := s.lib.Get(c.Request.Context(), c.Param("memory"), h)
+	g, err := s.grain(c, c.Param("memory"), h)
 	if err != nil {
 		s.fail(c, err)
-		return
-	}
-	if !tokenOf(c).AllowsScope(g.Scope) {
-		s.fail(c, noGrain(c.Param("memory"), h))
 		return
 	}
 	c.JSON(http.StatusOK, g)
 }
 
-// history answers a version chain. For a scope-limited token the grain
-// asked for must be within its scopes, and versions outside them are left
-// out.
+// grain returns the grain h; outside a scope-limited token's scopes it is
+// not found.
+func (s *Server) grain(c *gin.Context, memory, h string) (*lethe.Grain, error) {
+	g, err := s.lib.Get(c.Request.Context(), memory, h)
+	if err != nil {
+		return nil, err
+	}
+	if !tokenOf(c).AllowsScope(g.Scope) {
+		return nil, noGrain(memory, h)
+	}
+	return g, nil
+}
+
+// history answers a version chain (see chain).
 func (s *Server) history(c *gin.Context) {
 	h, err := hashParam(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	chain, err := s.lib.History(c.Request.Context(), c.Param("memory"), h)
+	chain, err := s.chain(c, c.Param("memory"), h)
 	if err != nil {
 		s.fail(c, err)
 		return
+	}
+	c.JSON(http.StatusOK, HistoryResponse{Grains: chain})
+}
+
+// chain returns the version chain of h. For a scope-limited token the
+// grain asked for must be within its scopes, and versions outside them are
+// left out.
+func (s *Server) chain(c *gin.Context, memory, h string) ([]lethe.Grain, error) {
+	chain, err := s.lib.History(c.Request.Context(), memory, h)
+	if err != nil {
+		return nil, err
 	}
 	if tok := tokenOf(c); tok.Scoped() {
 		kept := chain[:0]
 		for _, g := range chain {
 			if g.Hash == h && !tok.AllowsScope(g.Scope) {
-				s.fail(c, noGrain(c.Param("memory"), h))
-				return
+				return nil, noGrain(memory, h)
 			}
 			if tok.AllowsScope(g.Scope) {
 				kept = append(kept, g)
@@ -154,7 +175,7 @@ func (s *Server) history(c *gin.Context) {
 	if chain == nil {
 		chain = []lethe.Grain{}
 	}
-	c.JSON(http.StatusOK, HistoryResponse{Grains: chain})
+	return chain, nil
 }
 
 func (s *Server) supersede(c *gin.Context, req *SupersedeRequest) (reply, error) {
@@ -164,33 +185,42 @@ func (s *Server) supersede(c *gin.Context, req *SupersedeRequest) (reply, error)
 	if !grains.ValidHash(req.BlobHash) {
 		return nil, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits")
 	}
-	memory, ctx := c.Param("memory"), c.Request.Context()
-	g := req.GrainInput.Grain(memory)
-	if tok := tokenOf(c); tok.Scoped() {
-		old, err := s.lib.Get(ctx, memory, req.BlobHash)
-		if err != nil {
-			return nil, err
-		}
-		if !tok.AllowsScope(old.Scope) {
-			return nil, noGrain(memory, req.BlobHash)
-		}
-		if g.Scope != "" && !tok.AllowsScope(g.Scope) {
-			return nil, outOfScope("scope")
-		}
-	}
-	h, err := s.lib.Supersede(ctx, req.BlobHash, g)
+	memory := c.Param("memory")
+	h, err := s.supersedeGrain(c, memory, req.BlobHash, req.GrainInput.Grain(memory))
 	if err != nil {
 		return nil, err
 	}
-	return jsonReply{http.StatusCreated, SupersedeResponse{Hash: h, Superseded: req.BlobHash}}, nil
+	return jsonReply{http.StatusCreated, SupersedeResponse{Hash: h, Superseded: req.BlobHash, Status: "superseded"}}, nil
+}
+
+// supersedeGrain writes g as the new version of old. A type left out
+// carries forward, as Areev's supersede (which names none) expects. A
+// scope-limited token supersedes only grains within its scopes, into its
+// scopes.
+func (s *Server) supersedeGrain(c *gin.Context, memory, old string, g lethe.Grain) (string, error) {
+	tok := tokenOf(c)
+	if tok.Scoped() || g.Type == "" {
+		prev, err := s.grain(c, memory, old)
+		if err != nil {
+			return "", err
+		}
+		if g.Type == "" {
+			g.Type = prev.Type
+		}
+		if g.Scope != "" && !tok.AllowsScope(g.Scope) {
+			return "", outOfScope("scope")
+		}
+	}
+	return s.lib.Supersede(c.Request.Context(), old, g)
 }
 
 // forget hard-deletes by blob_hash, hashes, subject or user_id. A selector
-// given empty is empty_selector. A scope-limited token forgets by hash only,
-// and only chains whose every version is within its scopes.
+// given empty is empty_selector. Hashes (blob_hash or hashes) given with
+// subject or user_id narrow: only the listed grains about that subject or
+// by that user are forgotten, as Areev's {"hashes": [...], "user_id": ...}
+// does.
 func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
-	memory, ctx, tok := c.Param("memory"), c.Request.Context(), tokenOf(c)
-	sel := lethe.Selector{Memory: memory, Hashes: req.Hashes}
+	sel := lethe.Selector{Memory: c.Param("memory"), Hashes: req.Hashes}
 	for _, f := range []struct {
 		name string
 		v    *string
@@ -204,6 +234,25 @@ func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 				Message: "an empty selector selects nothing; it never means everything"}
 		}
 		*f.dst = *f.v
+	}
+	res, err := s.forgetSelected(c, sel, req.Force)
+	if err != nil {
+		return nil, err
+	}
+	return receiptReply{res.Receipt, res}, nil
+}
+
+// forgetSelected forgets what sel selects; force overrides protection
+// rules, never holds. A scope-limited token forgets by hash only, and only
+// chains whose every version is within its scopes.
+func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) (*lethe.ForgetResult, error) {
+	memory, ctx, tok := sel.Memory, c.Request.Context(), tokenOf(c)
+	if (sel.Hash != "" || sel.Hashes != nil) && (sel.Subject != "" || sel.UserID != "") {
+		narrowed, err := s.narrow(c, sel)
+		if err != nil || narrowed == nil {
+			return &lethe.ForgetResult{Hashes: []string{}, Status: "not_found"}, err
+		}
+		sel = *narrowed
 	}
 	if tok.Scoped() {
 		if sel.Subject != "" || sel.UserID != "" {
@@ -233,12 +282,54 @@ func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 		}
 	}
 	forget := s.lib.Forget
-	if req.Force {
+	if force {
 		forget = s.lib.ForceForget
 	}
-	res, err := forget(ctx, sel)
-	if err != nil {
-		return nil, err
+	return forget(ctx, sel)
+}
+
+// narrow turns a selector of hashes and a subject or user into one of the
+// listed hashes whose grain is about that subject and by that user, or nil
+// when none is. A listed hash that names no grain (or one outside a
+// scope-limited token's scopes) is left out as one that does not match.
+func (s *Server) narrow(c *gin.Context, sel lethe.Selector) (*lethe.Selector, error) {
+	hashes := sel.Hashes
+	if sel.Hash != "" {
+		if sel.Hashes != nil {
+			return nil, grains.Errorf(lethe.CodeInvalidArgument, "give blob_hash or hashes, not both")
+		}
+		hashes = []string{sel.Hash}
 	}
-	return receiptReply{res.Receipt, res}, nil
+	if len(hashes) == 0 {
+		return nil, &lethe.Error{Code: lethe.CodeEmptySelector, Field: "hashes", Message: "an empty list selects nothing"}
+	}
+	if len(hashes) > grains.MaxBatch {
+		return nil, grains.FieldError(lethe.CodeTooLarge, "hashes", "at most 10000 hashes")
+	}
+	// Compared as the library's forget by subject (case and spaces folded)
+	// and by user (exact) compare.
+	matches := func(g *lethe.Grain) bool {
+		return (sel.Subject == "" || grains.NormalizeValue(sel.Subject) == grains.NormalizeValue(g.Subject)) &&
+			(sel.UserID == "" || grains.NormalizeText(sel.UserID) == grains.NormalizeText(g.UserID))
+	}
+	var kept []string
+	for i, h := range hashes {
+		if !grains.ValidHash(h) {
+			return nil, grains.FieldError(lethe.CodeInvalidArgument, fmt.Sprintf("hashes[%d]", i), "must be 64 lowercase hex digits")
+		}
+		g, err := s.grain(c, sel.Memory, h) // outside a token's scopes: not found
+		if lethe.ErrorCode(err) == lethe.CodeNotFound || lethe.ErrorCode(err) == lethe.CodeErased {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if matches(g) {
+			kept = append(kept, h)
+		}
+	}
+	if kept == nil {
+		return nil, nil
+	}
+	return &lethe.Selector{Memory: sel.Memory, Hashes: kept}, nil
 }

@@ -132,20 +132,23 @@ type HistoryResponse struct {
 
 // SupersedeRequest is the body of POST .../supersede: the hash of the
 // version to replace and the new field values (every field left out
-// carries forward; type is required).
+// carries forward, type included).
 type SupersedeRequest struct {
 	BlobHash string `json:"blob_hash"`
 	GrainInput
 }
 
-// SupersedeResponse answers a supersede.
+// SupersedeResponse answers a supersede: the new version's hash, the
+// superseded one's, and status "superseded", as Areev answers.
 type SupersedeResponse struct {
 	Hash       string `json:"hash"`
 	Superseded string `json:"superseded"`
+	Status     string `json:"status"`
 }
 
-// ForgetRequest is the body of POST .../forget: exactly one of the
-// selectors. A selector given as an empty string or an empty list is an
+// ForgetRequest is the body of POST .../forget: one selector, or hashes
+// (blob_hash or hashes) with subject and/or user_id, which narrow them (AND).
+// A selector given as an empty string or an empty list is an
 // empty_selector error, never "everything".
 type ForgetRequest struct {
 	BlobHash *string  `json:"blob_hash,omitempty"`
@@ -212,9 +215,11 @@ type ExportRequest struct {
 	Recipient *string `json:"recipient"`
 }
 
-// ScopeEraseRequest is the body of POST .../scope-erase.
+// ScopeEraseRequest is the body of POST .../scope-erase: scope, or
+// scope_path (Areev's name for it), not both.
 type ScopeEraseRequest struct {
-	Scope *string `json:"scope"`
+	Scope     *string `json:"scope,omitempty"`
+	ScopePath *string `json:"scope_path,omitempty"`
 }
 
 // EraseMemoryRequest is the body of POST .../erase: Confirm must repeat
