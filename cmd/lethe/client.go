@@ -93,22 +93,26 @@ func (c *client) Close() error { return nil }
 // error answer comes back as a *lethe.Error with the server's code, so the
 // CLI reports it as it would a local one.
 func (c *client) do(ctx context.Context, method, path string, in, out any) (int, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, err
-		}
-		body = bytes.NewReader(b)
+	if in == nil {
+		return c.send(ctx, method, path, "", nil, out)
 	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return 0, err
+	}
+	return c.send(ctx, method, path, "application/json", bytes.NewReader(b), out)
+}
+
+// send is do with a body of any media type ctype.
+func (c *client) send(ctx context.Context, method, path, ctype string, body io.Reader, out any) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -88,6 +88,7 @@ var commands = map[string]command{
 	"inspect":   cmdInspect,
 	"supersede": cmdSupersede,
 	"history":   cmdHistory,
+	"cal":       cmdCal,
 	"forget":    cmdForget,
 	"hold":      cmdHold,
 	"export":    cmdExport,
@@ -296,6 +297,9 @@ Usage:
   lethe inspect HASH                       show one grain (superseded or archived too)
   lethe supersede HASH TYPE field=value... write a new version, print its hash
   lethe history HASH                       show the version chain, newest first
+  lethe cal 'STATEMENT'                    run one CAL statement (HISTORY OF "HASH", HISTORY WHERE
+                                           subject = "S", RECALL WHERE ..., SUPERSEDE "HASH" SET ...,
+                                           FORGET "HASH" (needs --yes)); grammar in docs/api.md
   lethe forget HASH... | --subject S | --user U [--force]
                                            hard-delete grains and every version (needs --yes;
                                            --force overrides protection rules, never a hold)

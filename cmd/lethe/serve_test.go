@@ -210,6 +210,23 @@ func testServe(t *testing.T, pg []string) {
 		t.Errorf("forget as reader: %v %s", err, errs)
 	}
 
+	// CAL through the server: a reader reads history, and FORGET as a
+	// reader is forbidden, as the forget route is.
+	c1 := strings.TrimSpace(mustCLI(t, r("add", "belief", "subject=serve-dan-4e2", "relation=likes", "object=coffee")...))
+	c2 := strings.TrimSpace(mustCLI(t, r("cal", `SUPERSEDE "`+c1+`" SET object = "tea"`)...))
+	if out := mustCLI(t, append([]string{"cal", `HISTORY OF "` + c1 + `"`}, rd...)...); !strings.Contains(out, c2+" belief") || !strings.Contains(out, c1) {
+		t.Errorf("cal HISTORY OF over the server: %q", out)
+	}
+	if out := mustCLI(t, append([]string{"cal", `HISTORY WHERE subject = "serve-dan-4e2"`, "--json"}, rd...)...); !strings.Contains(out, `"chains"`) || strings.Count(out, `"hash"`) != 2 {
+		t.Errorf("cal HISTORY WHERE over the server: %q", out)
+	}
+	if _, errs, err := cli(t, append([]string{"cal", `FORGET "` + c2 + `"`, "--yes"}, rd...)...); lethe.ErrorCode(err) != "forbidden" {
+		t.Errorf("cal FORGET as reader: %v %s", err, errs)
+	}
+	if out := mustCLI(t, r("cal", `FORGET "`+c2+`"`, "--yes")...); !strings.Contains(out, "forgot 2 grain(s)") {
+		t.Errorf("cal FORGET as dpo: %q", out)
+	}
+
 	if out := mustCLI(t, append([]string{"token", "list"}, admin...)...); !strings.Contains(out, created.ID) || !strings.Contains(out, "tok_bootstrap") {
 		t.Errorf("token list: %q", out)
 	}

@@ -28,12 +28,11 @@
 // Every error of [Parse] is a lethe error with code invalid_argument and
 // field "cal", whose message starts with the line and column (both from
 // 1, columns in bytes) of the offending byte; it never quotes the input,
-// which may hold personal data. [SyntaxError] is its cause, with the
-// byte offset too. Inputs past [MaxLen] bytes are refused whole.
+// which may hold personal data. [SyntaxError] is the position and reason.
+// Inputs past [MaxLen] bytes are refused whole, with code too_large.
 package cal
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -139,20 +138,43 @@ type SyntaxError struct {
 func (e *SyntaxError) Error() string { return fmt.Sprintf("%d:%d: %s", e.Line, e.Col, e.Msg) }
 
 // Parse parses one CAL statement. Its errors are *grains.Error with code
-// invalid_argument and field "cal", wrapping a *SyntaxError.
+// invalid_argument and field "cal" whose message is a *SyntaxError's, or
+// too_large.
 func Parse(src string) (Statement, error) {
+	st, err := parse(src)
+	if err != nil {
+		return nil, err.wrap()
+	}
+	return st, nil
+}
+
+// parseError is an error of parse: a syntax error, or too large.
+type parseError struct {
+	syntax   *SyntaxError
+	tooLarge bool
+}
+
+func (e *parseError) wrap() error {
+	if e.tooLarge {
+		return grains.FieldError(grains.CodeTooLarge, "cal", "a statement is at most 65536 bytes")
+	}
+	return &grains.Error{Code: grains.CodeInvalidArgument, Field: "cal", Message: e.syntax.Error(),
+		Hint: "see the CAL grammar in docs/api.md"}
+}
+
+// parse is Parse, its errors unwrapped.
+func parse(src string) (Statement, *parseError) {
 	if len(src) > MaxLen {
-		return nil, grains.FieldError(grains.CodeTooLarge, "cal", "a statement is at most 65536 bytes")
+		return nil, &parseError{tooLarge: true}
 	}
 	p := &parser{src: src}
 	st, err := p.statement()
 	if err != nil {
-		var se *SyntaxError
-		if errors.As(err, &se) {
-			return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "cal", Message: se.Error(),
-				Hint: "see the CAL grammar in docs/api.md", Err: se}
+		se, ok := err.(*SyntaxError)
+		if !ok {
+			se = &SyntaxError{Line: 1, Col: 1, Msg: "malformed statement"} // every parser error is one; never reached
 		}
-		return nil, err
+		return nil, &parseError{syntax: se}
 	}
 	return st, nil
 }

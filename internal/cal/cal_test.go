@@ -98,9 +98,8 @@ func TestParseErrors(t *testing.T) {
 			if !strings.HasPrefix(e.Message, tt.wantPos+": ") || !strings.Contains(e.Message, tt.wantMsg) {
 				t.Fatalf("message = %q, want %s: ...%s...", e.Message, tt.wantPos, tt.wantMsg)
 			}
-			var se *SyntaxError
-			if !errors.As(err, &se) {
-				t.Fatalf("error %v does not wrap a *SyntaxError", err)
+			if _, perr := parse(tt.in); perr == nil || perr.syntax == nil || perr.syntax.Error() != e.Message {
+				t.Fatalf("parse error %+v does not match Parse's message %q", perr, e.Message)
 			}
 		})
 	}
@@ -141,16 +140,17 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		st, err := Parse(in)
-		if err != nil {
-			var se *SyntaxError
-			switch {
-			case errors.As(err, &se):
-				if se.Offset < 0 || se.Offset > len(in) || se.Line < 1 || se.Col < 1 {
+		st, perr := parse(in)
+		if perr != nil {
+			if se := perr.syntax; se != nil {
+				if se.Offset < 0 || se.Offset > len(in) || se.Line < 1 || se.Col < 1 || se.Msg == "malformed statement" {
 					t.Fatalf("position %+v outside the input of %d bytes", se, len(in))
 				}
-			case grains.ErrorCode(err) != grains.CodeTooLarge:
-				t.Fatalf("unpositioned error %v", err)
+			} else if len(in) <= MaxLen {
+				t.Fatalf("too_large for %d bytes", len(in))
+			}
+			if grains.ErrorCode(perr.wrap()) == "" {
+				t.Fatal("no code")
 			}
 			return
 		}
