@@ -226,6 +226,14 @@ func testServe(t *testing.T, pg []string) {
 	if out := mustCLI(t, r("cal", `FORGET "`+c2+`"`, "--yes")...); !strings.Contains(out, "forgot 2 grain(s)") {
 		t.Errorf("cal FORGET as dpo: %q", out)
 	}
+	// Areev's {"hashes": [...], "user_id": "john"} through the CLI: the
+	// listed grains that are john's.
+	j := strings.TrimSpace(mustCLI(t, r("add", "fact", "subject=serve-x-1", "user_id=serve-john")...))
+	o := strings.TrimSpace(mustCLI(t, r("add", "fact", "subject=serve-x-2", "user_id=serve-other")...))
+	if out := mustCLI(t, r("forget", j, o, "--user", "serve-john", "--yes", "--json")...); !strings.Contains(out, j) || strings.Contains(out, o) {
+		t.Errorf("forget hashes --user: %q", out)
+	}
+	mustCLI(t, r("inspect", o)...)
 
 	if out := mustCLI(t, append([]string{"token", "list"}, admin...)...); !strings.Contains(out, created.ID) || !strings.Contains(out, "tok_bootstrap") {
 		t.Errorf("token list: %q", out)
