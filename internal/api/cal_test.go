@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/lethe-io/lethe/internal/api"
 )
@@ -230,4 +233,69 @@ func TestPeerRequestShapes(t *testing.T) {
 	}
 	f.want(f.call(admin, "POST", "/api/memories/default/scope-erase", map[string]any{"scope_path": "a", "scope": "a"}), http.StatusBadRequest, "invalid_argument")
 	f.want(f.call(admin, "POST", "/api/memories/default/scope-erase", map[string]any{"scope_path": ""}), http.StatusBadRequest, "empty_selector")
+}
+
+// TestForgetNarrowingModel checks forget with hashes and a user and/or
+// subject against a model: random grains from small pools of users and
+// subjects, a random selection of their hashes (and a hash of no grain),
+// and the answer must be exactly the selected grains that match, the rest
+// untouched.
+func TestForgetNarrowingModel(t *testing.T) {
+	f := newFixture(t, sqliteBackend, nil)
+	admin := f.token("admin", []string{"*"})
+	users, subjects := []string{"u-a", "u-b", ""}, []string{"s-a", "S-A", "s-b"}
+	n := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		type grain struct{ hash, user, subject string }
+		var gs []grain
+		for i := rapid.IntRange(1, 5).Draw(rt, "grains"); i > 0; i-- {
+			n++
+			g := grain{user: rapid.SampledFrom(users).Draw(rt, "user"), subject: rapid.SampledFrom(subjects).Draw(rt, "subject")}
+			g.hash = f.add(admin, "default", api.GrainInput{Type: "fact", Subject: g.subject, Object: fmt.Sprint("o", n), UserID: g.user})
+			gs = append(gs, g)
+		}
+		var sel []string
+		var picked []grain
+		for _, g := range gs {
+			if rapid.Bool().Draw(rt, "pick") {
+				sel, picked = append(sel, g.hash), append(picked, g)
+			}
+		}
+		sel = append(sel, strings.Repeat("e", 64))
+		body := map[string]any{"hashes": sel}
+		user := rapid.SampledFrom(users[:2]).Draw(rt, "by user")
+		subject := rapid.SampledFrom(append(subjects, "")).Draw(rt, "by subject")
+		if user != "" {
+			body["user_id"] = user
+		}
+		if subject != "" {
+			body["subject"] = subject
+		}
+		want := map[string]bool{}
+		for _, g := range picked {
+			if g.user == user && (subject == "" || strings.EqualFold(g.subject, subject)) {
+				want[g.hash] = true
+			}
+		}
+		a := f.call(admin, "POST", "/api/memories/default/forget", body)
+		if a.status != http.StatusOK && a.status != http.StatusAccepted {
+			rt.Fatalf("forget %v: %d %s", body, a.status, a.body)
+		}
+		var res api.ForgetResponse
+		a.decode(t, &res)
+		if res.Count != len(want) || len(res.Hashes) != len(want) {
+			rt.Fatalf("forget %v forgot %v, want %v", body, res.Hashes, want)
+		}
+		for _, h := range res.Hashes {
+			if !want[h] {
+				rt.Fatalf("forget %v forgot %s, which it should not", body, h)
+			}
+		}
+		for _, g := range gs {
+			got := f.call(admin, "GET", "/api/memories/default/grains/"+g.hash, nil).status
+			if (got == http.StatusOK) == want[g.hash] {
+				rt.Fatalf("grain %+v: GET %d after forget %v", g, got, body)
+			}
+		}
+	})
 }
