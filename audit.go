@@ -2,12 +2,8 @@ package lethe
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,24 +20,15 @@ import (
 // "lethe verify" and the log's public key.
 type Proof = proofs.Proof
 
-type actorKey struct{}
-
 // WithActor returns a context whose audit events name actor (an API token
 // id, never a person) as their cause. Without it events say "local".
 func WithActor(ctx context.Context, actor string) context.Context {
-	return context.WithValue(ctx, actorKey{}, actor)
-}
-
-func actorOf(ctx context.Context) string {
-	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
-		return a
-	}
-	return "local"
+	return audit.WithActor(ctx, actor)
 }
 
 // openAudit sets up the signing key, the log backend and the sequencer.
 func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
-	signer, err := loadOrCreateSigner(cfg.AuditKeyFile, cfg.AuditOrigin)
+	signer, err := audit.LoadOrCreateSigner(cfg.AuditKeyFile, cfg.AuditOrigin)
 	if err != nil {
 		return err
 	}
@@ -71,10 +58,11 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: outbox{db.store}, Log: log, Signer: signer,
+	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: outbox{db.store, db.now}, Log: log, Signer: signer,
 		Origin: cfg.AuditOrigin, Logger: db.logger, Cosign: cosign})
+	db.journal = audit.NewJournal(audit.JournalConfig{Events: db.store, Sequencer: db.seq, Signer: signer, Now: db.now, ProofWait: cfg.ProofWait})
 	db.store.SetKeyEvent(func(ctx context.Context, r keys.Record) (store.Event, error) {
-		return db.event(ctx, proofs.EventKeyCreate, r.Memory, func(l *proofs.Leaf) {
+		return db.journal.Event(ctx, proofs.EventKeyCreate, r.Memory, func(l *proofs.Leaf) {
 			l.KeyFingerprints = []string{r.Fingerprint}
 		})
 	})
@@ -95,77 +83,6 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 		}
 	}
 	return nil
-}
-
-// loadOrCreateSigner reads the note signing key at path, creating one
-// (named origin, or "lethe-<random>") with mode 0600 if it does not exist.
-func loadOrCreateSigner(path, origin string) (*proofs.Signer, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		name := origin
-		if name == "" {
-			name = "lethe-" + proofs.NewEventID()[:12]
-		}
-		skey, _, err := proofs.GenerateKey(name)
-		if err != nil {
-			return nil, fmt.Errorf("generate audit signing key: %w", err)
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			return loadOrCreateSigner(path, origin)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("create audit signing key: %w", err)
-		}
-		_, werr := f.WriteString(skey + "\n")
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return nil, fmt.Errorf("write audit signing key: %w", werr)
-		}
-		return proofs.NewSigner(skey)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read audit signing key: %w", err)
-	}
-	s, err := proofs.NewSigner(strings.TrimSpace(string(b)))
-	if err != nil {
-		return nil, fmt.Errorf("audit signing key %s: %w", path, err)
-	}
-	if origin != "" && s.Name() != origin {
-		return nil, fmt.Errorf("audit signing key %s is named %q, but the configured origin is %q", path, s.Name(), origin)
-	}
-	return s, nil
-}
-
-// event builds an audit event of type typ in memory; fill adds the
-// event-specific fields. The leaf never carries personal data: only
-// hashes, counts, digests, fingerprints and commitments.
-func (db *DB) event(ctx context.Context, typ proofs.EventType, memory string, fill func(*proofs.Leaf)) (store.Event, error) {
-	l := &proofs.Leaf{V: proofs.LeafVersion, ID: proofs.NewEventID(), Type: typ, Memory: memory,
-		Time: db.now().UTC().Truncate(time.Second), Actor: actorOf(ctx)}
-	if fill != nil {
-		fill(l)
-	}
-	b, err := l.Marshal()
-	if err != nil {
-		return store.Event{}, grains.Wrap(grains.CodeInternal, "build audit event", err)
-	}
-	return store.Event{ID: l.ID, Memory: memory, Type: string(typ), Leaf: b}, nil
-}
-
-// maxLeafHashes is the most grain hashes a leaf lists; larger events carry
-// a count and a digest of the sorted list instead.
-const maxLeafHashes = 256
-
-func setHashes(l *proofs.Leaf, hashes []string) {
-	if len(hashes) <= maxLeafHashes {
-		l.Hashes = hashes
-		return
-	}
-	n := uint64(len(hashes))
-	l.Count, l.Digest = &n, proofs.HashesDigest(hashes)
 }
 
 // Receipt is what an audited destructive call returns: the event, and its
@@ -191,76 +108,26 @@ type Receipt struct {
 	LeafSignature []byte `json:"leaf_signature"`
 }
 
-// receipt waits up to Config.ProofWait for a checkpoint to cover event id
-// and returns its receipt.
+// receipt returns the receipt of the committed event id with leaf: see
+// audit.Journal.Receipt.
 func (db *DB) receipt(ctx context.Context, id string, leaf []byte) (*Receipt, error) {
-	r := &Receipt{EventID: id, Leaf: leaf, LeafSignature: db.signer.SignLeaf(leaf)}
-	p, err := db.waitProof(ctx, id, db.proofWait)
-	switch {
-	case err == nil:
-		r.Proof = p
-		r.TlogProof, err = tlogProof(p)
-		if err != nil {
-			return nil, err
-		}
-	case grains.ErrorCode(err) == grains.CodePending:
-		r.Pending = true
-	default:
+	ar, err := db.journal.Receipt(ctx, id, leaf)
+	if err != nil {
 		return nil, err
 	}
-	return r, nil
-}
-
-// waitProof returns the proof of event id, waiting up to wait for a signed
-// checkpoint to cover it; past that it fails with code pending. Reads use
-// ctx; only the waiting is bounded.
-func (db *DB) waitProof(ctx context.Context, id string, wait time.Duration) (*Proof, error) {
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	db.seq.Kick()
-	for {
-		p, err := db.ProofByEvent(ctx, id)
-		if grains.ErrorCode(err) != grains.CodePending || wctx.Err() != nil {
-			return p, err
-		}
-		ev, err := db.store.EventByID(ctx, id)
-		if err != nil {
+	r := (*Receipt)(ar)
+	if r.Proof != nil {
+		if r.TlogProof, err = tlogProof(r.Proof); err != nil {
 			return nil, err
 		}
-		if ev.Seq != nil {
-			if err := db.seq.WaitCovered(wctx, uint64(*ev.Seq)); err != nil {
-				return nil, pendingError(id)
-			}
-			continue
-		}
-		// Not numbered yet: the next step of the sequencer numbers it
-		// (and signs a checkpoint over it).
-		if err := db.seq.WaitStep(wctx); err != nil {
-			return nil, pendingError(id)
-		}
 	}
-}
-
-func pendingError(id string) error {
-	return &grains.Error{Code: grains.CodePending, Message: "event " + id + " is committed but not yet covered by a signed checkpoint",
-		Hint: "fetch its proof later with 'lethe audit proof --event " + id + "'"}
+	return r, nil
 }
 
 // ProofByEvent returns the proof of an audit event against the latest
 // signed checkpoint, or an error with code pending if none covers it yet.
 func (db *DB) ProofByEvent(ctx context.Context, eventID string) (*Proof, error) {
-	ev, err := db.store.EventByID(ctx, eventID)
-	if err != nil {
-		return nil, err
-	}
-	if ev.Seq == nil {
-		return nil, pendingError(eventID)
-	}
-	p, err := db.seq.Prove(ctx, uint64(*ev.Seq), ev.Leaf)
-	if errors.Is(err, audit.ErrPending) {
-		return nil, pendingError(eventID)
-	}
-	return p, auditErr(err)
+	return db.journal.Proof(ctx, eventID)
 }
 
 // Proof returns the proof of the leaf at index against the signed
@@ -275,10 +142,10 @@ func (db *DB) Proof(ctx context.Context, index, size uint64) (*Proof, error) {
 	}
 	leaf, err := db.log.Leaf(ctx, index)
 	if err != nil {
-		return nil, auditErr(err)
+		return nil, audit.DomainError(err)
 	}
 	p, err := db.seq.ProveAt(ctx, index, leaf, cp)
-	return p, auditErr(err)
+	return p, audit.DomainError(err)
 }
 
 func (db *DB) checkpointAt(ctx context.Context, size uint64) (*audit.SignedCheckpoint, error) {
@@ -313,7 +180,7 @@ func (db *DB) AuditKey() string { return db.signer.VerifierKey() }
 
 // Checkpoint returns the latest signed checkpoint note (c2sp.org/tlog-checkpoint).
 func (db *DB) Checkpoint(ctx context.Context) ([]byte, error) {
-	db.seq.Kick()
+	db.journal.Committed()
 	cp, err := db.checkpointAt(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -332,7 +199,7 @@ type AuditEntry struct {
 func (db *DB) AuditEntry(ctx context.Context, index uint64) (*AuditEntry, error) {
 	leaf, err := db.log.Leaf(ctx, index)
 	if err != nil {
-		return nil, auditErr(err)
+		return nil, audit.DomainError(err)
 	}
 	return &AuditEntry{Index: index, Leaf: leaf, Signature: db.signer.SignLeaf(leaf)}, nil
 }
@@ -342,30 +209,16 @@ func (db *DB) AuditEntry(ctx context.Context, index uint64) (*AuditEntry, error)
 func (db *DB) Consistency(ctx context.Context, from, to uint64) (*proofs.ConsistencyProof, error) {
 	p, err := db.log.ConsistencyProof(ctx, from, to)
 	if err != nil {
-		return nil, auditErr(err)
+		return nil, audit.DomainError(err)
 	}
 	return &proofs.ConsistencyProof{From: from, To: to, Hashes: p}, nil
 }
 
-// auditErr maps log errors to domain codes.
-func auditErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, audit.ErrInvalidArgument):
-		return grains.Wrap(grains.CodeInvalidArgument, "invalid audit log index or size", err)
-	case errors.Is(err, audit.ErrNotIntegrated):
-		return grains.Wrap(grains.CodeNotFound, "not in the audit log yet", err)
-	}
-	var ge *grains.Error
-	if errors.As(err, &ge) {
-		return err
-	}
-	return grains.Wrap(grains.CodeUnavailable, "audit log unavailable", err)
-}
-
 // outbox adapts the store to audit.Outbox.
-type outbox struct{ st *store.DB }
+type outbox struct {
+	st  *store.DB
+	now func() time.Time
+}
 
 func (o outbox) AssignSequence(ctx context.Context, max int) (int, error) {
 	return o.st.AssignSequence(ctx, max)
@@ -398,5 +251,5 @@ func (o outbox) LatestCheckpoint(ctx context.Context) (*audit.SignedCheckpoint, 
 }
 
 func (o outbox) SaveCheckpoint(ctx context.Context, c audit.SignedCheckpoint) error {
-	return o.st.SaveCheckpoint(ctx, store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: time.Now().UnixMicro()})
+	return o.st.SaveCheckpoint(ctx, store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
 }

@@ -95,7 +95,7 @@ func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (
 	er, err := db.store.EraseKey(ctx, spec, func(er *store.Erasure) ([]store.Event, error) {
 		var kek string
 		kekVersion, kek = db.kekVersionOf(er.Destroyed)
-		ev, err := db.event(ctx, proofs.EventKeyErase, spec.Memory, func(l *proofs.Leaf) {
+		ev, err := db.journal.Event(ctx, proofs.EventKeyErase, spec.Memory, func(l *proofs.Leaf) {
 			if kekVersion > 0 {
 				v := kekVersion
 				l.KEK, l.KEKVersion = kek, &v
@@ -156,16 +156,16 @@ func (db *DB) refused(ctx context.Context, memory string, err error) error {
 	if !errors.As(err, &held) {
 		return err
 	}
-	ev, eerr := db.event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
+	ev, eerr := db.journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
 		l.Hold, l.Reason = held.HoldID, "held"
 	})
 	if eerr == nil {
-		eerr = db.store.AppendEvents(ctx, db.now().UnixMicro(), []store.Event{ev})
+		eerr = db.journal.Append(ctx, ev)
 	}
 	if eerr != nil {
 		db.logger.Error("could not audit a refused erasure", "error", eerr)
 	}
-	db.seq.Kick()
+	db.journal.Committed()
 	return err
 }
 
@@ -223,14 +223,14 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 		}
 		row.Kind, row.UserRef = "user", ref
 	}
-	ev, err := db.event(ctx, proofs.EventHoldSet, spec.Memory, func(l *proofs.Leaf) { l.Hold = row.ID })
+	ev, err := db.journal.Event(ctx, proofs.EventHoldSet, spec.Memory, func(l *proofs.Leaf) { l.Hold = row.ID })
 	if err != nil {
 		return nil, err
 	}
 	if err := db.store.SetHold(ctx, row, []store.Event{ev}); err != nil {
 		return nil, err
 	}
-	db.seq.Kick()
+	db.journal.Committed()
 	return holdOf(row), nil
 }
 
@@ -243,14 +243,14 @@ func (db *DB) ReleaseHold(ctx context.Context, memory, id string) error {
 	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
 		return grains.FieldError(grains.CodeInvalidArgument, "id", "not a hold id")
 	}
-	ev, err := db.event(ctx, proofs.EventHoldRelease, memory, func(l *proofs.Leaf) { l.Hold = id })
+	ev, err := db.journal.Event(ctx, proofs.EventHoldRelease, memory, func(l *proofs.Leaf) { l.Hold = id })
 	if err != nil {
 		return err
 	}
 	if err := db.store.ReleaseHold(ctx, memory, id, db.now().UnixMicro(), []store.Event{ev}); err != nil {
 		return err
 	}
-	db.seq.Kick()
+	db.journal.Committed()
 	return nil
 }
 

@@ -13,8 +13,8 @@ import (
 	"filippo.io/age"
 	"filippo.io/age/armor"
 
+	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
-	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -112,20 +112,19 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 	}
 	slices.Sort(hashes)
 	nonce := proofs.NewNonce()
-	ev, err := db.event(ctx, proofs.EventSubjectExport, memory, func(l *proofs.Leaf) {
+	ev, err := db.journal.Event(ctx, proofs.EventSubjectExport, memory, func(l *proofs.Leaf) {
 		n := uint64(len(hashes))
 		l.Count = &n
-		setHashes(l, hashes)
+		audit.SetHashes(l, hashes)
 		l.Commitment = proofs.Commitment(nonce, userID)
 		l.KeyFingerprints = []string{RecipientFingerprint(rcpt.String())}
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := db.store.AppendEvents(ctx, db.now().UnixMicro(), []store.Event{ev}); err != nil {
+	if err := db.journal.Append(ctx, ev); err != nil {
 		return nil, err
 	}
-	db.seq.Kick()
 	return &SubjectExport{Data: out.Bytes(), EventID: ev.ID, SubjectNonce: hex.EncodeToString(nonce)}, nil
 }
 

@@ -46,7 +46,7 @@ func (db *DB) AppendRawEvents(ctx context.Context, leaves [][]byte) error {
 		}
 		evs[i] = store.Event{ID: pl.ID, Memory: pl.Memory, Type: string(pl.Type), Leaf: l}
 	}
-	if err := db.store.AppendEvents(ctx, db.now().UnixMicro(), evs); err != nil {
+	if err := db.journal.Append(ctx, evs...); err != nil {
 		return err
 	}
 	return db.seq.Step(ctx)

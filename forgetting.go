@@ -14,6 +14,7 @@ import (
 
 	"log/slog"
 
+	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/store"
@@ -247,8 +248,8 @@ func sortedHashes(list []string) []string {
 // bulkEvent builds an event about many grains: their hashes, or their
 // count and digest.
 func (db *DB) bulkEvent(ctx context.Context, typ proofs.EventType, memory, policy, reason string, hashes []string) (store.Event, error) {
-	return db.event(ctx, typ, memory, func(l *proofs.Leaf) {
-		setHashes(l, hashes)
+	return db.journal.Event(ctx, typ, memory, func(l *proofs.Leaf) {
+		audit.SetHashes(l, hashes)
 		if len(hashes) == 0 {
 			var zero uint64
 			l.Count = &zero
@@ -267,8 +268,8 @@ func (db *DB) refusals(ctx context.Context, memory, policy string, held map[stri
 	sort.Strings(ids)
 	var evs []store.Event
 	for _, id := range ids {
-		ev, err := db.event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
-			setHashes(l, held[id])
+		ev, err := db.journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
+			audit.SetHashes(l, held[id])
 			l.Policy, l.Hold, l.Reason = policy, id, "held"
 		})
 		if err != nil {
@@ -294,10 +295,10 @@ func (db *DB) runEvent(ctx context.Context, memory, policy, reason string, chang
 	if err != nil {
 		return nil, err
 	}
-	if err := db.store.AppendEvents(ctx, db.now().UnixMicro(), []store.Event{ev}); err != nil {
+	if err := db.journal.Append(ctx, ev); err != nil {
 		return nil, err
 	}
-	db.seq.Kick()
+	db.journal.Committed()
 	if !wantReceipt {
 		return nil, nil
 	}
@@ -545,7 +546,7 @@ func (db *DB) forgetSeeds(ctx context.Context, memory, policy string, ids []int6
 		return nil, err
 	}
 	if purgeID != "" || len(del.Held) > 0 {
-		db.seq.Kick()
+		db.journal.Committed()
 	}
 	if purgeID != "" && event != nil {
 		event(purgeID)
@@ -688,7 +689,7 @@ func (db *DB) archiveIDs(ctx context.Context, memory, policy, reason string, ids
 			return all, err
 		}
 		if len(done) > 0 {
-			db.seq.Kick()
+			db.journal.Committed()
 			res.Events = append(res.Events, ev.ID)
 			if policy == "" {
 				res.Receipt = &Receipt{EventID: ev.ID, Leaf: ev.Leaf}
@@ -970,16 +971,16 @@ func (db *DB) checkProtected(ctx context.Context, sel *Selector) (override bool,
 		if force, _ := ctx.Value(forceKey{}).(bool); force {
 			return true, nil
 		}
-		ev, eerr := db.event(ctx, proofs.EventErasureRefused, sel.Memory, func(l *proofs.Leaf) {
+		ev, eerr := db.journal.Event(ctx, proofs.EventErasureRefused, sel.Memory, func(l *proofs.Leaf) {
 			l.Hashes, l.Reason = []string{rows[i].Hash}, "protected"
 		})
 		if eerr == nil {
-			eerr = db.store.AppendEvents(ctx, db.now().UnixMicro(), []store.Event{ev})
+			eerr = db.journal.Append(ctx, ev)
 		}
 		if eerr != nil {
 			db.logger.Error("could not audit a refused forget", slog.Any("error", eerr))
 		}
-		db.seq.Kick()
+		db.journal.Committed()
 		return false, perr
 	}
 	return false, nil
@@ -1266,8 +1267,8 @@ func (db *DB) compress(ctx context.Context, memory string, rows []store.OpRow, h
 		for _, d := range rp.Done {
 			pairs = append(pairs, d.Old, d.New.Hash)
 		}
-		ev, err := db.event(ctx, proofs.EventGrainSupersede, memory, func(l *proofs.Leaf) {
-			setHashes(l, pairs)
+		ev, err := db.journal.Event(ctx, proofs.EventGrainSupersede, memory, func(l *proofs.Leaf) {
+			audit.SetHashes(l, pairs)
 			l.Policy, l.Reason = policyRisk, "compressed"
 		})
 		evID = ev.ID
@@ -1276,7 +1277,7 @@ func (db *DB) compress(ctx context.Context, memory string, rows []store.OpRow, h
 	if err != nil {
 		return nil, err
 	}
-	db.seq.Kick()
+	db.journal.Committed()
 	if evID != "" {
 		res.Events = append(res.Events, evID)
 	}

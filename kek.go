@@ -6,7 +6,6 @@ import (
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
-	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -129,11 +128,11 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 	}
 	out := &Rotation{KEK: name, Version: latest}
 	v := uint64(latest)
-	rot, err := db.event(ctx, proofs.EventKEKRotate, "", func(l *proofs.Leaf) { l.KEK, l.KEKVersion = name, &v })
+	rot, err := db.journal.Event(ctx, proofs.EventKEKRotate, "", func(l *proofs.Leaf) { l.KEK, l.KEKVersion = name, &v })
 	if err != nil {
 		return nil, err
 	}
-	if err := db.store.AppendEvents(ctx, db.now().UTC().UnixMicro(), []store.Event{rot}); err != nil {
+	if err := db.journal.Append(ctx, rot); err != nil {
 		return nil, err
 	}
 	out.RotateEventID = rot.ID
@@ -153,11 +152,11 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 		return nil, kekErr(err)
 	}
 	minV := uint64(out.TrimmedBelow)
-	trim, err := db.event(ctx, proofs.EventKEKTrim, "", func(l *proofs.Leaf) { l.KEK, l.KEKMinVersion = name, &minV })
+	trim, err := db.journal.Event(ctx, proofs.EventKEKTrim, "", func(l *proofs.Leaf) { l.KEK, l.KEKMinVersion = name, &minV })
 	if err != nil {
 		return nil, err
 	}
-	if err := db.store.AppendEvents(ctx, db.now().UTC().UnixMicro(), []store.Event{trim}); err != nil {
+	if err := db.journal.Append(ctx, trim); err != nil {
 		return nil, err
 	}
 	if out.Trim, err = db.receipt(ctx, trim.ID, trim.Leaf); err != nil {

@@ -128,7 +128,7 @@ type DB struct {
 	log           audit.Log
 	signer        *proofs.Signer
 	seq           *audit.Sequencer
-	proofWait     time.Duration
+	journal       *audit.Journal
 	stopSequencer func()
 	closers       []func() error
 	closed        atomic.Bool
@@ -187,7 +187,6 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		ring:      keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
 		logger:    cfg.Logger,
 		now:       cfg.Now,
-		proofWait: cfg.ProofWait,
 		kek:       kek,
 		cleanKick: make(chan struct{}, 1),
 		search:    newSearcher(),
@@ -776,14 +775,14 @@ func (db *DB) supersedeOnce(ctx context.Context, oldHash string, g *Grain) (stri
 	if err != nil {
 		return "", err
 	}
-	ev, err := db.event(ctx, proofs.EventGrainSupersede, g.Memory, func(l *proofs.Leaf) { l.Hashes = []string{oldHash, row.Hash} })
+	ev, err := db.journal.Event(ctx, proofs.EventGrainSupersede, g.Memory, func(l *proofs.Leaf) { l.Hashes = []string{oldHash, row.Hash} })
 	if err != nil {
 		return "", err
 	}
 	if err := db.store.Supersede(ctx, g.Memory, oldHash, row, []store.Event{ev}); err != nil {
 		return "", err
 	}
-	db.seq.Kick()
+	db.journal.Committed()
 	return row.Hash, nil
 }
 
@@ -860,8 +859,8 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 		if len(d.Hashes) == 0 {
 			return 0, nil, nil
 		}
-		ev, err := db.event(ctx, proofs.EventGrainForget, sel.Memory, func(l *proofs.Leaf) {
-			setHashes(l, d.Hashes)
+		ev, err := db.journal.Event(ctx, proofs.EventGrainForget, sel.Memory, func(l *proofs.Leaf) {
+			audit.SetHashes(l, d.Hashes)
 			l.Commitment = commitment
 			if override {
 				l.Reason = "protection_override"

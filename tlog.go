@@ -42,7 +42,7 @@ func (db *DB) TlogTile(ctx context.Context, path string) (data []byte, full bool
 		return nil, false, grains.Wrap(grains.CodeNotFound, "the latest checkpoint does not contain this tile", err)
 	}
 	if err != nil {
-		return nil, false, auditErr(err)
+		return nil, false, audit.DomainError(err)
 	}
 	return data, t.Width == audit.TileWidth, nil
 }

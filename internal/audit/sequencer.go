@@ -303,13 +303,6 @@ func (s *Sequencer) waitFor(ctx context.Context, done func() bool) error {
 	return nil
 }
 
-// Covered returns the size of the latest checkpoint known to this process.
-func (s *Sequencer) Covered() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.covered
-}
-
 // Prove builds the proof of the leaf at index against the latest signed
 // checkpoint, or fails with ErrPending if none covers it yet. The inclusion
 // proof is verified before it is returned.

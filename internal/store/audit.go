@@ -8,18 +8,15 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
 )
 
-// Event is an audit event waiting in the outbox: its leaf is built by the
-// caller and committed in the same transaction as the state change it
-// records, so a crash never keeps one without the other.
-type Event struct {
-	ID     string // the leaf's event id
-	Memory string
-	Type   string
-	Leaf   []byte
-}
+// Event is an audit event committed with the state change it records (see
+// audit.Journal).
+type Event = audit.Event
+
+var _ audit.Events = (*DB)(nil)
 
 // EventRow is an outbox row. Seq is the leaf index, assigned by the
 // sequencer after commit; nil until then.
@@ -169,8 +166,9 @@ func (db *DB) SetAppended(ctx context.Context, n int64) error {
 	return translate(err, "record audit append")
 }
 
-// EventByID returns the outbox row of an event, or not_found.
-func (db *DB) EventByID(ctx context.Context, id string) (*EventRow, error) {
+// CommittedEvent returns the committed event id, or an error with code
+// not_found.
+func (db *DB) CommittedEvent(ctx context.Context, id string) (*audit.Committed, error) {
 	var rows []EventRow
 	if err := db.gorm.WithContext(ctx).Where("event_id = ?", id).Limit(1).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read audit event")
@@ -178,18 +176,11 @@ func (db *DB) EventByID(ctx context.Context, id string) (*EventRow, error) {
 	if len(rows) == 0 {
 		return nil, grains.Errorf(grains.CodeNotFound, "no audit event %s", id)
 	}
-	return &rows[0], nil
-}
-
-// PendingEvents counts committed events not yet accepted by the log.
-func (db *DB) PendingEvents(ctx context.Context) (int64, error) {
-	var n int64
-	err := db.gorm.WithContext(ctx).Model(&EventRow{}).Where("seq IS NULL").Count(&n).Error
-	if err != nil {
-		return 0, translate(err, "count audit events")
+	c := &audit.Committed{Leaf: rows[0].Leaf}
+	if rows[0].Seq != nil {
+		c.Index, c.Sequenced = uint64(*rows[0].Seq), true
 	}
-	next, appended, err := db.SequenceCounters(ctx)
-	return n + next - appended, err
+	return c, nil
 }
 
 // LatestCheckpoint returns the largest signed checkpoint, or nil if none.

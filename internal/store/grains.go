@@ -311,20 +311,6 @@ func (db *DB) GrainByHash(ctx context.Context, memory, hash string) (*GrainRow, 
 	return &rows[0], nil
 }
 
-// GrainsByHashes returns the grains of memory with the given hashes, in no
-// particular order; unknown hashes are left out.
-func (db *DB) GrainsByHashes(ctx context.Context, memory string, hashes []string) ([]GrainRow, error) {
-	var out []GrainRow
-	for i := 0; i < len(hashes); i += chunk {
-		var rows []GrainRow
-		if err := db.gorm.WithContext(ctx).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&rows).Error; err != nil {
-			return nil, translate(err, "read grains")
-		}
-		out = append(out, rows...)
-	}
-	return out, nil
-}
-
 // Filter selects grain rows. Token lists hold one token per scope the query
 // covers; a row matches a field when its token is any of them. A nil list
 // does not filter; an empty non-nil list matches nothing.

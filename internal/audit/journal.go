@@ -1,0 +1,272 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/proofs"
+)
+
+// Event is an audit event on its way into the outbox: its leaf is built by
+// a Journal and committed in the same transaction as the state change it
+// records, so a crash never keeps one without the other.
+type Event struct {
+	ID     string // the leaf's event id
+	Memory string
+	Type   string
+	Leaf   []byte
+}
+
+// Committed is an event the outbox holds: its leaf and, once the
+// Sequencer numbered it, its leaf index.
+type Committed struct {
+	Leaf      []byte
+	Index     uint64
+	Sequenced bool
+}
+
+// Events is the part of the outbox a Journal writes and reads: the store
+// implements it.
+type Events interface {
+	// AppendEvents commits events alone, created at now (Unix
+	// microseconds), for events that record no other state change.
+	AppendEvents(ctx context.Context, now int64, evs []Event) error
+	// CommittedEvent returns the committed event id, or an error with code
+	// not_found.
+	CommittedEvent(ctx context.Context, id string) (*Committed, error)
+}
+
+// Journal records audited changes: it builds the events a state change
+// commits with, commits events that stand alone, and turns committed events
+// into receipts once a signed checkpoint covers them. Leaves never carry
+// personal data: only hashes, counts, digests, fingerprints and
+// commitments.
+type Journal struct {
+	events Events
+	seq    *Sequencer
+	signer *proofs.Signer
+	now    func() time.Time
+	wait   time.Duration
+}
+
+// JournalConfig configures a Journal.
+type JournalConfig struct {
+	Events    Events
+	Sequencer *Sequencer
+	Signer    *proofs.Signer
+	// Now is the clock of event times (default time.Now).
+	Now func() time.Time
+	// ProofWait bounds how long Receipt waits for a checkpoint.
+	ProofWait time.Duration
+}
+
+// NewJournal returns a Journal.
+func NewJournal(cfg JournalConfig) *Journal {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Journal{events: cfg.Events, seq: cfg.Sequencer, signer: cfg.Signer, now: cfg.Now, wait: cfg.ProofWait}
+}
+
+type actorKey struct{}
+
+// WithActor returns a context whose events name actor (an API token id,
+// never a person) as their cause.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// Actor returns the actor of ctx, or "local".
+func Actor(ctx context.Context) string {
+	if a, ok := ctx.Value(actorKey{}).(string); ok && a != "" {
+		return a
+	}
+	return "local"
+}
+
+// Now returns the journal's clock reading in Unix microseconds: the
+// creation time of events committed now.
+func (j *Journal) Now() int64 { return j.now().UnixMicro() }
+
+// Event builds an event of type typ in memory; fill adds the event-specific
+// fields.
+func (j *Journal) Event(ctx context.Context, typ proofs.EventType, memory string, fill func(*proofs.Leaf)) (Event, error) {
+	l := &proofs.Leaf{V: proofs.LeafVersion, ID: proofs.NewEventID(), Type: typ, Memory: memory,
+		Time: j.now().UTC().Truncate(time.Second), Actor: Actor(ctx)}
+	if fill != nil {
+		fill(l)
+	}
+	b, err := l.Marshal()
+	if err != nil {
+		return Event{}, grains.Wrap(grains.CodeInternal, "build audit event", err)
+	}
+	return Event{ID: l.ID, Memory: memory, Type: string(typ), Leaf: b}, nil
+}
+
+// Bulk builds an event about many grains of a policy run: their hashes,
+// or their count and digest (a count of 0 when there are none).
+func (j *Journal) Bulk(ctx context.Context, typ proofs.EventType, memory, policy, reason string, hashes []string) (Event, error) {
+	return j.Event(ctx, typ, memory, func(l *proofs.Leaf) {
+		SetHashes(l, hashes)
+		if len(hashes) == 0 {
+			var zero uint64
+			l.Count = &zero
+		}
+		l.Policy, l.Reason = policy, reason
+	})
+}
+
+// Refusals builds one erasure.refused event per hold (by id) that kept
+// grains (by hash) from a policy's destructive step, in hold id order.
+func (j *Journal) Refusals(ctx context.Context, memory, policy string, held map[string][]string) ([]Event, error) {
+	ids := make([]string, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var evs []Event
+	for _, id := range ids {
+		ev, err := j.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
+			SetHashes(l, held[id])
+			l.Policy, l.Hold, l.Reason = policy, id, "held"
+		})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+// Append commits events that record no other state change, and tells the
+// sequencer.
+func (j *Journal) Append(ctx context.Context, evs ...Event) error {
+	if err := j.events.AppendEvents(ctx, j.Now(), evs); err != nil {
+		return err
+	}
+	j.seq.Kick()
+	return nil
+}
+
+// Committed tells the sequencer that events were committed with a state
+// change, so it moves them into the log soon.
+func (j *Journal) Committed() { j.seq.Kick() }
+
+// MaxLeafHashes is the most grain hashes a leaf lists; larger events carry
+// a count and a digest of the sorted list instead.
+const MaxLeafHashes = 256
+
+// SetHashes sets the grains an event concerns: their hashes, or past
+// MaxLeafHashes their count and digest.
+func SetHashes(l *proofs.Leaf, hashes []string) {
+	if len(hashes) <= MaxLeafHashes {
+		l.Hashes = hashes
+		return
+	}
+	n := uint64(len(hashes))
+	l.Count, l.Digest = &n, proofs.HashesDigest(hashes)
+}
+
+// Receipt is what an audited destructive call returns: the event, and its
+// proof once a signed checkpoint covers it. The root package's Receipt has
+// the same fields.
+type Receipt struct {
+	EventID       string        `json:"event_id"`
+	SubjectNonce  string        `json:"subject_nonce,omitempty"`
+	Proof         *proofs.Proof `json:"proof,omitempty"`
+	TlogProof     string        `json:"tlog_proof,omitempty"`
+	Pending       bool          `json:"pending"`
+	Leaf          []byte        `json:"leaf"`
+	LeafSignature []byte        `json:"leaf_signature"`
+}
+
+// Receipt waits up to the configured proof wait for a checkpoint to cover
+// the committed event id with leaf, and returns its receipt: with its
+// proof, or Pending.
+func (j *Journal) Receipt(ctx context.Context, id string, leaf []byte) (*Receipt, error) {
+	r := &Receipt{EventID: id, Leaf: leaf, LeafSignature: j.signer.SignLeaf(leaf)}
+	p, err := j.waitProof(ctx, id)
+	switch {
+	case err == nil:
+		r.Proof = p
+	case grains.ErrorCode(err) == grains.CodePending:
+		r.Pending = true
+	default:
+		return nil, err
+	}
+	return r, nil
+}
+
+// waitProof returns the proof of event id, waiting up to the proof wait
+// for a signed checkpoint to cover it; past that it fails with code
+// pending. Reads use ctx; only the waiting is bounded.
+func (j *Journal) waitProof(ctx context.Context, id string) (*proofs.Proof, error) {
+	wctx, cancel := context.WithTimeout(ctx, j.wait)
+	defer cancel()
+	j.seq.Kick()
+	for {
+		p, err := j.Proof(ctx, id)
+		if grains.ErrorCode(err) != grains.CodePending || wctx.Err() != nil {
+			return p, err
+		}
+		c, err := j.events.CommittedEvent(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if c.Sequenced {
+			if err := j.seq.WaitCovered(wctx, c.Index); err != nil {
+				return nil, pendingError(id)
+			}
+			continue
+		}
+		// Not numbered yet: the next step of the sequencer numbers it
+		// (and signs a checkpoint over it).
+		if err := j.seq.WaitStep(wctx); err != nil {
+			return nil, pendingError(id)
+		}
+	}
+}
+
+func pendingError(id string) error {
+	return &grains.Error{Code: grains.CodePending, Message: "event " + id + " is committed but not yet covered by a signed checkpoint",
+		Hint: "fetch its proof later with 'lethe audit proof --event " + id + "'"}
+}
+
+// Proof returns the proof of event id against the latest signed
+// checkpoint, or an error with code pending if none covers it yet.
+func (j *Journal) Proof(ctx context.Context, id string) (*proofs.Proof, error) {
+	c, err := j.events.CommittedEvent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !c.Sequenced {
+		return nil, pendingError(id)
+	}
+	p, err := j.seq.Prove(ctx, c.Index, c.Leaf)
+	if errors.Is(err, ErrPending) {
+		return nil, pendingError(id)
+	}
+	return p, DomainError(err)
+}
+
+// DomainError maps the errors of a Log to domain codes: invalid_argument,
+// not_found (not integrated yet) and unavailable; a domain error passes
+// as it is.
+func DomainError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrInvalidArgument):
+		return grains.Wrap(grains.CodeInvalidArgument, "invalid audit log index or size", err)
+	case errors.Is(err, ErrNotIntegrated):
+		return grains.Wrap(grains.CodeNotFound, "not in the audit log yet", err)
+	}
+	var ge *grains.Error
+	if errors.As(err, &ge) {
+		return err
+	}
+	return grains.Wrap(grains.CodeUnavailable, "audit log unavailable", err)
+}
