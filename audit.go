@@ -61,10 +61,11 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: outbox{db.store, db.now}, Log: log, Signer: signer,
 		Origin: cfg.AuditOrigin, Logger: db.logger, Cosign: cosign})
 	db.journal = audit.NewJournal(audit.JournalConfig{Events: db.store, Sequencer: db.seq, Signer: signer, Now: db.now, ProofWait: cfg.ProofWait})
-	db.store.SetKeyEvent(func(ctx context.Context, r keys.Record) (store.Event, error) {
-		return db.journal.Event(ctx, proofs.EventKeyCreate, r.Memory, func(l *proofs.Leaf) {
+	db.store.SetKeyEvent(func(ctx context.Context, r keys.Record) ([]store.Event, error) {
+		ev, err := db.journal.Event(ctx, proofs.EventKeyCreate, r.Memory, func(l *proofs.Leaf) {
 			l.KeyFingerprints = []string{r.Fingerprint}
 		})
+		return []store.Event{ev}, err
 	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -92,7 +92,7 @@ func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (
 	var leaf []byte
 	var eventID string
 	var kekVersion uint64
-	er, err := db.store.EraseKey(ctx, spec, func(er *store.Erasure) ([]store.Event, error) {
+	er, err := db.store.EraseKey(ctx, spec, func(ctx context.Context, er *store.Erasure) ([]store.Event, error) {
 		var kek string
 		kekVersion, kek = db.kekVersionOf(er.Destroyed)
 		ev, err := db.journal.Event(ctx, proofs.EventKeyErase, spec.Memory, func(l *proofs.Leaf) {

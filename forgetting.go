@@ -532,7 +532,7 @@ func (db *DB) wouldForget(ctx context.Context, memory string, seeds []store.OpRo
 // hold that kept some. event receives the id of the purge event.
 func (db *DB) forgetSeeds(ctx context.Context, memory, policy string, ids []int64, keep func(store.OpRow) bool, event func(id string)) (*store.PolicyDeletion, error) {
 	var purgeID string
-	del, err := db.store.ForgetSeeds(ctx, memory, ids, keep, db.now().UnixMicro(), func(_ int64, d *store.PolicyDeletion) ([]store.Event, error) {
+	del, err := db.store.ForgetSeeds(ctx, memory, ids, keep, db.now().UnixMicro(), func(ctx context.Context, d *store.PolicyDeletion) ([]store.Event, error) {
 		purgeID = ""
 		evs, err := db.refusals(ctx, memory, policy, d.Held)
 		if err != nil || len(d.Hashes) == 0 {
@@ -680,7 +680,7 @@ func (db *DB) archiveIDs(ctx context.Context, memory, policy, reason string, ids
 	for i := 0; i < len(ids); i += archiveBatch {
 		var ev store.Event
 		done, err := db.store.ArchiveRows(ctx, memory, ids[i:min(i+archiveBatch, len(ids))], factor, keep, db.now().UnixMicro(),
-			func(hashes []string) ([]store.Event, error) {
+			func(ctx context.Context, hashes []string) ([]store.Event, error) {
 				var err error
 				ev, err = db.bulkEvent(ctx, proofs.EventGrainArchive, memory, policy, reason, hashes)
 				return []store.Event{ev}, err
@@ -1257,7 +1257,7 @@ func (db *DB) compress(ctx context.Context, memory string, rows []store.OpRow, h
 	}
 	keep := func(r store.OpRow) bool { return actionOf(&r) == forgetting.ActionCompress }
 	var evID string
-	out, err := db.store.ReplaceGrains(ctx, memory, reps, keep, db.now().UnixMicro(), func(rp *store.Replaced) ([]store.Event, error) {
+	out, err := db.store.ReplaceGrains(ctx, memory, reps, keep, db.now().UnixMicro(), func(ctx context.Context, rp *store.Replaced) ([]store.Event, error) {
 		evID = ""
 		evs, err := db.refusals(ctx, memory, policyRisk, rp.Held)
 		if err != nil || len(rp.Done) == 0 {

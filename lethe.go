@@ -855,9 +855,9 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 	}
 	var leaf []byte
 	var eventID string
-	mk := func(d *store.Deletion) (int64, []store.Event, error) {
+	mk := func(ctx context.Context, d *store.Deletion) ([]store.Event, error) {
 		if len(d.Hashes) == 0 {
-			return 0, nil, nil
+			return nil, nil
 		}
 		ev, err := db.journal.Event(ctx, proofs.EventGrainForget, sel.Memory, func(l *proofs.Leaf) {
 			audit.SetHashes(l, d.Hashes)
@@ -867,7 +867,7 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 			}
 		})
 		leaf, eventID = ev.Leaf, ev.ID
-		return db.now().UnixMicro(), []store.Event{ev}, err
+		return []store.Event{ev}, err
 	}
 	var del *store.Deletion
 	switch {
@@ -875,9 +875,9 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 		if _, err := db.store.GrainByHash(ctx, sel.Memory, sel.Hash); err != nil {
 			return nil, err
 		}
-		del, err = db.store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash}, mk)
+		del, err = db.store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash}, db.now().UnixMicro(), mk)
 	case sel.Hashes != nil:
-		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes, mk)
+		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes, db.now().UnixMicro(), mk)
 	default:
 		q := Query{Memory: sel.Memory, Subject: sel.Subject, UserID: sel.UserID}
 		f, ok, ferr := db.filter(ctx, &q, true)
@@ -885,7 +885,7 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 			del, err = &store.Deletion{}, ferr
 			break
 		}
-		del, err = db.store.DeleteWhere(ctx, *f, mk)
+		del, err = db.store.DeleteWhere(ctx, *f, db.now().UnixMicro(), mk)
 	}
 	if err != nil {
 		return nil, db.refused(ctx, sel.Memory, err)

@@ -54,6 +54,28 @@ type CheckpointRow struct {
 // TableName is the checkpoint table.
 func (CheckpointRow) TableName() string { return "audit_checkpoints" }
 
+// EventsFunc builds the audit events of an audited change from what its
+// transaction did (change: a *Deletion, the archived hashes, an *Erasure,
+// a *Replaced, a created key...), inside that transaction, so the events
+// commit with the change or not at all. It may return no events, and it
+// may refuse the change by returning an error (then nothing changes).
+// Every store call that makes an audited change takes one; a nil
+// EventsFunc records nothing.
+type EventsFunc[T any] func(ctx context.Context, change T) ([]Event, error)
+
+// commitEvents inserts in tx, created at now, the events mk builds for
+// change.
+func commitEvents[T any](ctx context.Context, tx *gorm.DB, now int64, change T, mk EventsFunc[T]) error {
+	if mk == nil {
+		return nil
+	}
+	evs, err := mk(ctx, change)
+	if err != nil {
+		return err
+	}
+	return insertEvents(tx, now, evs)
+}
+
 func insertEvents(tx *gorm.DB, now int64, evs []Event) error {
 	if len(evs) == 0 {
 		return nil

@@ -184,7 +184,7 @@ type EraseSpec struct {
 // builds, after checking holds; it bumps the memory's erase epoch and leaves
 // a cleanup job for the unreadable rows. It fails with not_found when there
 // is no live key (nothing to erase), and with held under a legal hold.
-func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([]Event, error)) (*Erasure, error) {
+func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (*Erasure, error) {
 	var er *Erasure
 	var xid int64
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -271,16 +271,12 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk func(*Erasure) ([
 		if err := tx.Create(&job).Error; err != nil {
 			return translate(err, "record cleanup")
 		}
-		evs, err := mk(er)
-		if err != nil {
-			return err
-		}
 		if db.dialect == Postgres {
 			if err := tx.Raw(`SELECT txid_current()`).Scan(&xid).Error; err != nil {
 				return translate(err, "erase")
 			}
 		}
-		return insertEvents(tx, spec.Now, evs)
+		return commitEvents(ctx, tx, spec.Now, er, mk)
 	})
 	if err != nil {
 		return nil, translate(err, "erase")

@@ -309,18 +309,14 @@ type PolicyDeletion struct {
 	Gone int
 }
 
-// PolicyEventsFunc builds the audit events of a policy's change; they
-// commit with it. It is called even when nothing changed, so that it can
-// record refusals; it may return no events.
-type PolicyEventsFunc func(now int64, d *PolicyDeletion) ([]Event, error)
-
 // ForgetSeeds deletes, in one transaction, the grains of memory with the
 // given ids that still satisfy keep (re-read and, on PostgreSQL, locked),
 // with every version of their chains and their tag tokens. A chain that an
 // active legal hold covers is skipped whole and reported in Held, not
 // refused: one held grain never fails a policy run. mk's events commit in
-// the same transaction.
-func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep func(OpRow) bool, now int64, mk PolicyEventsFunc) (*PolicyDeletion, error) {
+// the same transaction; mk is called even when nothing was deleted, so that
+// it can record refusals.
+func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep func(OpRow) bool, now int64, mk EventsFunc[*PolicyDeletion]) (*PolicyDeletion, error) {
 	del := &PolicyDeletion{}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		*del = PolicyDeletion{}
@@ -376,14 +372,7 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 		if err := adjustCounts(tx, memory, c); err != nil {
 			return err
 		}
-		if mk == nil {
-			return nil
-		}
-		evs, err := mk(now, del)
-		if err != nil {
-			return err
-		}
-		return insertEvents(tx, now, evs)
+		return commitEvents(ctx, tx, now, del, mk)
 	})
 	if err != nil {
 		return del, translate(err, "forget grains")
@@ -410,7 +399,7 @@ func deleteIDs(tx *gorm.DB, ids []int64) error {
 // salience by factor (the ladder halves it), and returns their hashes,
 // sorted. mk's events commit with the change. Archiving destroys nothing,
 // so legal holds do not stop it.
-func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(OpRow) bool, now int64, mk func(hashes []string) ([]Event, error)) ([]string, error) {
+func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(OpRow) bool, now int64, mk EventsFunc[[]string]) ([]string, error) {
 	var done []string
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		done = nil
@@ -433,14 +422,10 @@ func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, facto
 				return translate(err, "archive grains")
 			}
 		}
-		if len(done) == 0 || mk == nil {
+		if len(done) == 0 {
 			return nil
 		}
-		evs, err := mk(done)
-		if err != nil {
-			return err
-		}
-		return insertEvents(tx, now, evs)
+		return commitEvents(ctx, tx, now, done, mk)
 	})
 	return done, translate(err, "archive grains")
 }
@@ -611,7 +596,7 @@ type Replaced struct {
 // archived flag and retrieval statistics, and its neighbours in the chain
 // point to the new hash. Replacing destroys data, so a row an active legal
 // hold covers is skipped and reported in Held. mk's events commit with it.
-func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replacement, keep func(OpRow) bool, now int64, mk func(r *Replaced) ([]Event, error)) (*Replaced, error) {
+func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replacement, keep func(OpRow) bool, now int64, mk EventsFunc[*Replaced]) (*Replaced, error) {
 	res := &Replaced{}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		*res = Replaced{}
@@ -702,14 +687,7 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 		if err := adjustCounts(tx, memory, c); err != nil {
 			return err
 		}
-		if mk == nil {
-			return nil
-		}
-		evs, err := mk(res)
-		if err != nil {
-			return err
-		}
-		return insertEvents(tx, now, evs)
+		return commitEvents(ctx, tx, now, res, mk)
 	})
 	if err == nil && len(res.Done) > 0 {
 		db.scrubForget(ctx)

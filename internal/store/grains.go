@@ -946,25 +946,10 @@ type Deletion struct {
 	Hashes []string
 }
 
-// EventsFunc builds the audit events of a deletion; they commit with it.
-// It may refuse the deletion by returning an error (nothing is deleted).
-type EventsFunc func(d *Deletion) (now int64, evs []Event, err error)
-
-func commitEvents(tx *gorm.DB, del *Deletion, mk EventsFunc) error {
-	if mk == nil {
-		return nil
-	}
-	now, evs, err := mk(del)
-	if err != nil {
-		return err
-	}
-	return insertEvents(tx, now, evs)
-}
-
 // DeleteHashes deletes the grains of memory with the given hashes and every
 // version of their chains, with their tag tokens and the events mk builds,
 // in one transaction.
-func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, mk EventsFunc) (*Deletion, error) {
+func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, now int64, mk EventsFunc[*Deletion]) (*Deletion, error) {
 	var del *Deletion
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var seeds []chainRow
@@ -979,7 +964,7 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 		if del, err = deleteChains(tx, memory, seeds); err != nil {
 			return err
 		}
-		return commitEvents(tx, del, mk)
+		return commitEvents(ctx, tx, now, del, mk)
 	})
 	if err != nil {
 		return del, translate(err, "delete grains")
@@ -993,7 +978,7 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 // DeleteWhere deletes every grain of f.Memory matching f (superseded and
 // archived included, whatever f says) and every version of their chains,
 // with the events mk builds, in one transaction.
-func (db *DB) DeleteWhere(ctx context.Context, f Filter, mk EventsFunc) (*Deletion, error) {
+func (db *DB) DeleteWhere(ctx context.Context, f Filter, now int64, mk EventsFunc[*Deletion]) (*Deletion, error) {
 	if f.empty() {
 		return &Deletion{}, nil
 	}
@@ -1010,7 +995,7 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, mk EventsFunc) (*Deleti
 		if del, err = deleteChains(tx, f.Memory, seeds); err != nil {
 			return err
 		}
-		return commitEvents(tx, del, mk)
+		return commitEvents(ctx, tx, now, del, mk)
 	})
 	if err != nil {
 		return del, translate(err, "delete grains")

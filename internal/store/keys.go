@@ -171,7 +171,7 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 				if err != nil {
 					return err
 				}
-				evs = append(evs, ev)
+				evs = append(evs, ev...)
 			}
 		}
 		if len(evs) == 0 {
@@ -216,9 +216,9 @@ func (db *DB) checkUnder(tx *gorm.DB, rs []keys.Record) error {
 	return nil
 }
 
-// SetKeyEvent sets the function that builds the audit event committed with
+// SetKeyEvent sets the function that builds the audit events committed with
 // every key creation.
-func (db *DB) SetKeyEvent(fn func(context.Context, keys.Record) (Event, error)) { db.keyEvent = fn }
+func (db *DB) SetKeyEvent(fn EventsFunc[keys.Record]) { db.keyEvent = fn }
 
 // KeysByID returns the keys with the given ids.
 func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) {

@@ -128,7 +128,7 @@ func TestPlansAtEverySize(t *testing.T) {
 				}
 				check("analyzed")
 				if len(hashes) > 10 {
-					if _, err := db.DeleteHashes(ctx, f.memory, hashes[:len(hashes)*9/10], nil); err != nil {
+					if _, err := db.DeleteHashes(ctx, f.memory, hashes[:len(hashes)*9/10], 0, nil); err != nil {
 						t.Fatal(err)
 					}
 				}

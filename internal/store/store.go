@@ -63,7 +63,7 @@ type DB struct {
 	analyzeAt atomic.Int64
 	analyzing atomic.Bool
 
-	keyEvent func(context.Context, keys.Record) (Event, error)
+	keyEvent EventsFunc[keys.Record]
 
 	// scrub and scrubOff: see scrub.go.
 	scrub    scrubState

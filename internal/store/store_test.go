@@ -215,7 +215,7 @@ func TestEraseWaitsForWritesInFlight(t *testing.T) {
 	erased := make(chan *Erasure, 1)
 	go func() {
 		er, err := db.EraseKey(ctx, EraseSpec{Memory: f.memory, Kind: keys.KindUser, Name: f.users[0].Name, UserRef: ref, Now: 1},
-			func(*Erasure) ([]Event, error) { return nil, nil })
+			func(context.Context, *Erasure) ([]Event, error) { return nil, nil })
 		if err != nil {
 			t.Error(err)
 		}
@@ -330,9 +330,9 @@ func TestCreateKeys(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db *DB) {
 		ctx := context.Background()
 		events := 0
-		db.SetKeyEvent(func(_ context.Context, r keys.Record) (Event, error) {
+		db.SetKeyEvent(func(_ context.Context, r keys.Record) ([]Event, error) {
 			events++
-			return Event{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}, nil
+			return []Event{{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}}, nil
 		})
 		old := newKey(t, db, "m", keys.KindUser, "u1")
 		events = 0
@@ -428,9 +428,9 @@ func TestCreateKeysUnderErasedMemoryKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db *DB) {
 		ctx := context.Background()
 		events := 0
-		db.SetKeyEvent(func(_ context.Context, r keys.Record) (Event, error) {
+		db.SetKeyEvent(func(_ context.Context, r keys.Record) ([]Event, error) {
 			events++
-			return Event{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}, nil
+			return []Event{{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}}, nil
 		})
 		mk := newKey(t, db, "m", keys.KindMemory, "")
 		rec := func(name string) keys.Record {
