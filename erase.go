@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/grains"
@@ -149,26 +148,6 @@ func (db *DB) destroyDedicated(ctx context.Context, destroyed []keys.Record) {
 	}
 }
 
-// refused records a refusal under a legal hold as an audit event of its
-// own (the refused change rolled back) and returns err.
-func (db *DB) refused(ctx context.Context, memory string, err error) error {
-	var held *store.HeldBy
-	if !errors.As(err, &held) {
-		return err
-	}
-	ev, eerr := db.journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
-		l.Hold, l.Reason = held.HoldID, "held"
-	})
-	if eerr == nil {
-		eerr = db.journal.Append(ctx, ev)
-	}
-	if eerr != nil {
-		db.logger.Error("could not audit a refused erasure", "error", eerr)
-	}
-	db.journal.Committed()
-	return err
-}
-
 // Hold is a legal hold. A user hold does not name the user.
 type Hold struct {
 	ID        string    `json:"id"`
@@ -273,69 +252,4 @@ func (db *DB) Holds(ctx context.Context, memory string) ([]Hold, error) {
 
 func holdOf(r store.HoldRow) *Hold {
 	return &Hold{ID: r.ID, Memory: r.Memory, Kind: r.Kind, Scope: r.Scope, CreatedAt: time.UnixMicro(r.CreatedUS).UTC()}
-}
-
-// epochs remembers, per memory, the erase epoch this process's key cache
-// reflects.
-type epochs struct {
-	mu sync.Mutex
-	m  map[string]int64
-}
-
-// observe purges the keyring when a row read shows a newer erase epoch than
-// the cache reflects: another instance erased a key since.
-func (db *DB) observe(rows []store.GrainRow) {
-	if len(rows) == 0 {
-		return
-	}
-	db.epochs.mu.Lock()
-	defer db.epochs.mu.Unlock()
-	if db.epochs.m == nil {
-		db.epochs.m = make(map[string]int64)
-	}
-	for _, r := range rows {
-		if seen, ok := db.epochs.m[r.Memory]; !ok || seen != r.Epoch {
-			db.ring.Purge()
-			db.epochs.m[r.Memory] = r.Epoch
-		}
-	}
-}
-
-// PurgeErased deletes, now, the rows and index tokens that erasures made
-// unreadable (a background cleaner does this continuously) and returns how
-// many it deleted.
-func (db *DB) PurgeErased(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		n, err := db.store.CleanupErased(ctx, 5000)
-		total += n
-		if err != nil || n == 0 {
-			return total, err
-		}
-	}
-}
-
-func (db *DB) kickCleaner() {
-	select {
-	case db.cleanKick <- struct{}{}:
-	default:
-	}
-}
-
-func (db *DB) runCleaner(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		if db.cleanerPaused.Load() {
-			// tests pause it to observe erased rows that still exist
-		} else if _, err := db.PurgeErased(ctx); err != nil && ctx.Err() == nil {
-			db.logger.Warn("cleanup of erased grains failed; it resumes later", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-db.cleanKick:
-		case <-t.C:
-		}
-	}
 }

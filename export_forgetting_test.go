@@ -44,7 +44,5 @@ func (db *DB) StoreSnapshot(ctx context.Context) (string, error) {
 
 // FlushRetrievals writes the queued retrieval statistics now.
 func (db *DB) FlushRetrievals() {
-	done := make(chan struct{})
-	db.forget.flushes <- done
-	<-done
+	db.sweep.Flush()
 }

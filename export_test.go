@@ -31,9 +31,10 @@ func (db *DB) AuditLeaves(ctx context.Context) ([][]byte, error) {
 	return out, nil
 }
 
-// PauseCleaner stops the background deletion of erased rows, so tests see
-// that reads refuse erased grains whose rows still exist.
-func (db *DB) PauseCleaner() { db.cleanerPaused.Store(true) }
+// PauseCleaner stops the background deletion of erased rows (for good: the
+// cleaner does not restart), so tests see that reads refuse erased grains
+// whose rows still exist. PurgeErased still deletes them when called.
+func (db *DB) PauseCleaner() { db.stopCleaner() }
 
 // AppendRawEvents commits audit leaves as they are, for conformance tests
 // that feed the same stream to two logs.

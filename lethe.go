@@ -19,16 +19,10 @@ package lethe
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -40,194 +34,6 @@ import (
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/proofs"
 )
-
-// Grain is one record. See the field documentation in package grains.
-type Grain = grains.Grain
-
-// Query selects grains for Recall.
-type Query = grains.Query
-
-// Selector names grains to Forget: exactly one of Hash, Hashes, Subject or
-// UserID.
-type Selector = grains.Selector
-
-// Error is a domain error with a stable Code.
-type Error = grains.Error
-
-// Code is a stable error code.
-type Code = grains.Code
-
-// KeyWrapper wraps data keys under a key-encryption key.
-type KeyWrapper = keys.Wrapper
-
-// KeyRef names a data key to a KeyWrapper, without personal data.
-type KeyRef = keys.Ref
-
-// ErrorCode returns the stable code of err ("" for nil, "internal" for
-// errors that are not lethe's).
-func ErrorCode(err error) Code { return grains.ErrorCode(err) }
-
-// Config configures Open. The zero value is the embedded default: SQLite,
-// the local age KEK and everything else in ./lethe-data.
-type Config struct {
-	// DataDir holds the SQLite database, the local KEK identity and other
-	// local state (default ./lethe-data, created with mode 0700).
-	DataDir string
-	// PostgresDSN selects PostgreSQL instead of SQLite.
-	PostgresDSN string
-	// KEK wraps data keys; nil means the local age identity DataDir/kek.age.
-	KEK KeyWrapper
-	// KeyCacheSize bounds the unwrapped-key cache (default 10,000).
-	KeyCacheSize int
-	// Logger receives operational logs, never personal data (default: none).
-	Logger *slog.Logger
-	// Now is the clock (default time.Now); tests set it.
-	Now func() time.Time
-
-	// AuditKeyFile holds the audit log's Ed25519 signing key in note format
-	// (default DataDir/audit.key, created with mode 0600 on first start).
-	AuditKeyFile string
-	// AuditOrigin names the log in its checkpoints; a new key gets this name
-	// (default "lethe-" and 12 random hex digits).
-	AuditOrigin string
-	// TrillianAddr (host:port of a Trillian log server) and TrillianTreeID
-	// select a Trillian PREORDERED_LOG tree instead of the embedded log.
-	TrillianAddr   string
-	TrillianTreeID int64
-	// ProofWait bounds how long an audited call waits for a signed
-	// checkpoint to cover its event before returning a pending receipt
-	// (default 2s).
-	ProofWait time.Duration
-	// Witnesses cosign each new audit checkpoint (c2sp.org/tlog-witness);
-	// WitnessThreshold of them must, before the checkpoint is saved and
-	// proofs against it are given (default 0: cosignatures are collected,
-	// none is required). See WitnessConfig.
-	Witnesses        []WitnessConfig
-	WitnessThreshold int
-
-	// Policy is the forgetting policy (default DefaultPolicy()): decay
-	// purge, archive ladder, retrieval-time decay, risk sweep, protection
-	// and auto-pin rules. Open validates it.
-	Policy *Policy
-	// Summarizer compresses grains in the risk sweep (default: keep the
-	// triple, drop the content).
-	Summarizer Summarizer
-	// Schedule starts the policy scheduler (see DB.RunPolicies) and the
-	// ladder's write and recall triggers; without it policies run only when
-	// called.
-	Schedule bool
-}
-
-// DB is an open lethe store. It is safe for concurrent use.
-type DB struct {
-	store  *store.DB
-	ring   *keys.Keyring
-	logger *slog.Logger
-	now    func() time.Time
-
-	log           audit.Log
-	signer        *proofs.Signer
-	seq           *audit.Sequencer
-	journal       *audit.Journal
-	stopSequencer func()
-	closers       []func() error
-	closed        atomic.Bool
-
-	kek           keys.Wrapper
-	rotating      atomic.Bool // a KEK rotation runs
-	epochs        epochs
-	cleanKick     chan struct{}
-	cleanerPaused atomic.Bool
-
-	forget *forgetter
-	search *searcher
-}
-
-// ErrClosed is returned by calls on a closed DB.
-var ErrClosed = errors.New("lethe: closed")
-
-// Open opens (creating if needed) the store described by cfg.
-func Open(ctx context.Context, cfg Config) (*DB, error) {
-	if cfg.DataDir == "" {
-		cfg.DataDir = "lethe-data"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
-	}
-	scfg := store.Config{Dialect: store.SQLite, DSN: filepath.Join(cfg.DataDir, "lethe.db"), Logger: cfg.Logger}
-	if cfg.PostgresDSN != "" {
-		scfg = store.Config{Dialect: store.Postgres, DSN: cfg.PostgresDSN, Logger: cfg.Logger}
-	}
-	kek := cfg.KEK
-	if kek == nil {
-		w, err := keys.LoadOrCreateAgeIdentity(filepath.Join(cfg.DataDir, "kek.age"))
-		if err != nil {
-			return nil, err
-		}
-		kek = w
-	}
-	if cfg.AuditKeyFile == "" {
-		cfg.AuditKeyFile = filepath.Join(cfg.DataDir, "audit.key")
-	}
-	if cfg.ProofWait == 0 {
-		cfg.ProofWait = 2 * time.Second
-	}
-	st, err := store.Open(ctx, scfg)
-	if err != nil {
-		return nil, err
-	}
-	db := &DB{
-		store:     st,
-		ring:      keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
-		logger:    cfg.Logger,
-		now:       cfg.Now,
-		kek:       kek,
-		cleanKick: make(chan struct{}, 1),
-		search:    newSearcher(),
-	}
-	if err := db.openAudit(ctx, &cfg); err != nil {
-		st.Close()
-		return nil, err
-	}
-	cctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		db.runCleaner(cctx)
-	}()
-	db.closers = append([]func() error{func() error { cancel(); <-done; return nil }}, db.closers...)
-	if err := db.openForgetting(ctx, &cfg); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return db, nil
-}
-
-// Close drains the audit outbox (bounded) and closes the store.
-func (db *DB) Close() error {
-	if !db.closed.CompareAndSwap(false, true) {
-		return ErrClosed
-	}
-	if db.stopSequencer != nil {
-		db.stopSequencer()
-	}
-	var err error
-	for _, c := range db.closers {
-		if cerr := c(); err == nil {
-			err = cerr
-		}
-	}
-	if cerr := db.store.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
 
 // Add writes one grain and returns its hash. Writing the same grain again
 // (same type, namespace, personal fields and scope) returns the existing
@@ -285,7 +91,7 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 			continue
 		}
 		if err == nil {
-			db.afterWrite(batch[0].Memory)
+			db.sweep.Wrote(batch[0].Memory)
 		}
 		return hs, err
 	}
@@ -446,16 +252,6 @@ func (db *DB) warmChains(ctx context.Context, batch []Grain) error {
 	return g.Wait()
 }
 
-func atIndex(err error, i, n int) error {
-	var e *grains.Error
-	if n > 1 && errors.As(err, &e) {
-		c := *e
-		c.Field = fmt.Sprintf("grains[%d].%s", i, e.Field)
-		return &c
-	}
-	return err
-}
-
 // prepare normalizes and validates g for writing at now.
 func (db *DB) prepare(g *Grain, now time.Time) error {
 	g.Normalize()
@@ -467,80 +263,8 @@ func (db *DB) prepare(g *Grain, now time.Time) error {
 	g.CreatedAt = g.CreatedAt.UTC().Truncate(time.Microsecond)
 	g.Hash, g.SupersededBy, g.Archived = "", "", false
 	g.LastRetrievedAt, g.RetrievalCount = nil, 0
-	db.autoPin(g)
+	db.sweep.AutoPin(g)
 	return g.Validate()
-}
-
-// seal encrypts g under its key chain and builds its row with blind tokens.
-func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
-	row, c, payload, err := db.rowOf(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	sealRow(row, c, g, payload)
-	return row, nil
-}
-
-// rowOf builds g's row but for its blob and hash: the operational fields,
-// key chain and blind tokens. It returns the chain and g's encoded payload
-// for sealRow.
-func (db *DB) rowOf(ctx context.Context, g *Grain) (*store.GrainRow, *keys.Chain, []byte, error) {
-	c, err := db.ring.WriteChain(ctx, g.Memory, g.Scope, g.UserID)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	payload := grains.PayloadOf(g).Encode()
-	row := &store.GrainRow{
-		Memory: g.Memory, Type: g.Type, Namespace: g.Namespace, Scope: g.Scope,
-		Importance: g.Importance, Confidence: g.Confidence, Salience: g.Salience, Pinned: g.Pinned,
-		CreatedUS: g.CreatedAt.UnixMicro(), Supersedes: g.Supersedes, KeyChain: c.ID,
-		UserKeyID: c.UserKeyID, UserRef: c.UserRef,
-		SubjectTok:  c.Index.Value(index.Subject, g.Subject),
-		RelationTok: c.Index.Value(index.Relation, g.Relation),
-		ObjectTok:   c.Index.Value(index.Object, g.Object),
-		DedupTok:    c.Index.Token(index.Dedup, grains.DedupMaterialOf(g, payload)),
-	}
-	for _, t := range g.Tags {
-		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
-	}
-	db.search.index(row, c, g)
-	return row, c, payload, nil
-}
-
-// sealRow seals payload into row's blob under c, bound to g's memory,
-// scope and chain, and names the row by the blob's hash.
-func sealRow(row *store.GrainRow, c *keys.Chain, g *Grain, payload []byte) {
-	row.Blob = keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), payload)
-	sum := sha256.Sum256(row.Blob)
-	row.Hash = hex.EncodeToString(sum[:])
-}
-
-// open decrypts a row into a grain.
-func (db *DB) open(ctx context.Context, r *store.GrainRow) (*Grain, error) {
-	gk, err := db.ring.GrainKey(ctx, r.KeyChain)
-	if err != nil {
-		return nil, err
-	}
-	pt, err := keys.Open(gk, keys.GrainAD(r.Memory, r.Scope, r.KeyChain), r.Blob)
-	if err != nil {
-		return nil, grains.Wrap(grains.CodeInternal, "grain "+r.Hash+" does not decrypt", err)
-	}
-	p, err := grains.DecodePayload(pt)
-	if err != nil {
-		return nil, err
-	}
-	g := &Grain{
-		Hash: r.Hash, Memory: r.Memory, Type: r.Type, Namespace: r.Namespace, Scope: r.Scope,
-		Importance: r.Importance, Confidence: r.Confidence, Salience: r.Salience, Pinned: r.Pinned, Archived: r.Archived,
-		CreatedAt: time.UnixMicro(r.CreatedUS).UTC(), Supersedes: r.Supersedes, SupersededBy: r.SupersededBy,
-		RetrievalCount: r.RetrievalCount,
-	}
-	if r.LastRetrievedUS != 0 {
-		t := time.UnixMicro(r.LastRetrievedUS).UTC()
-		g.LastRetrievedAt = &t
-	}
-	p.Apply(g)
-	return g, nil
 }
 
 // Get returns the grain with hash in memory ("" means "default"),
@@ -609,7 +333,7 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	if len(rows) == q.Limit {
 		page.Next = strconv.FormatInt(rows[len(rows)-1].ID, 10)
 	}
-	db.afterRecall(&q, page.Grains, ids)
+	db.sweep.Recalled(&q, page.Grains, ids)
 	return page, nil
 }
 
@@ -838,10 +562,27 @@ type ForgetResult struct {
 // high importance) refuses with code protected, a reason and a hint, and
 // the refusal is audited; see ForceForget.
 func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
+	return db.forget(ctx, sel, false)
+}
+
+// ForceForget is Forget overriding protection rules (pinned grains,
+// protected types, high importance), never legal holds: for a
+// data-protection officer acting on an erasure request. Its grain.forget
+// event carries reason protection_override when it overrode a rule.
+func (db *DB) ForceForget(ctx context.Context, sel Selector) (*ForgetResult, error) {
+	return db.forget(ctx, sel, true)
+}
+
+// forget is Forget, overriding protection rules when force is set.
+func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResult, error) {
 	if err := sel.Validate(); err != nil {
 		return nil, err
 	}
-	override, err := db.checkProtected(ctx, &sel)
+	hashes := sel.Hashes
+	if sel.Hash != "" {
+		hashes = []string{sel.Hash}
+	}
+	override, err := db.sweep.CheckForget(ctx, sel.Memory, hashes, force)
 	if err != nil {
 		return nil, err
 	}
@@ -933,19 +674,4 @@ func carry(g, old *Grain) {
 		g.Confidence = old.Confidence
 	}
 	g.Pinned = g.Pinned || old.Pinned
-}
-
-// memoryName returns m, or "default" for "", after validating it.
-func memoryName(m string) (string, error) {
-	if m == "" {
-		m = grains.DefaultMemory
-	}
-	return m, grains.ValidateMemory(m)
-}
-
-func checkHash(h string) error {
-	if !grains.ValidHash(h) {
-		return grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
-	}
-	return nil
 }

@@ -266,6 +266,14 @@ func checkText(field, v string, max int) error {
 	return nil
 }
 
+// MemoryName returns m, or DefaultMemory for "", after validating it.
+func MemoryName(m string) (string, error) {
+	if m == "" {
+		m = DefaultMemory
+	}
+	return m, ValidateMemory(m)
+}
+
 // ValidateMemory checks a memory name: a lowercase word of at most 63
 // characters, letters, digits, '.', '_' and '-'.
 func ValidateMemory(name string) error {

@@ -1,0 +1,355 @@
+package lethe
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/index"
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/internal/sweep"
+	"github.com/lethe-io/lethe/proofs"
+)
+
+// Grain is one record. See the field documentation in package grains.
+type Grain = grains.Grain
+
+// Query selects grains for Recall.
+type Query = grains.Query
+
+// Selector names grains to Forget: exactly one of Hash, Hashes, Subject or
+// UserID.
+type Selector = grains.Selector
+
+// Error is a domain error with a stable Code.
+type Error = grains.Error
+
+// Code is a stable error code.
+type Code = grains.Code
+
+// KeyWrapper wraps data keys under a key-encryption key.
+type KeyWrapper = keys.Wrapper
+
+// KeyRef names a data key to a KeyWrapper, without personal data.
+type KeyRef = keys.Ref
+
+// ErrorCode returns the stable code of err ("" for nil, "internal" for
+// errors that are not lethe's).
+func ErrorCode(err error) Code { return grains.ErrorCode(err) }
+
+// Proof is a signed erasure proof that an auditor verifies offline with
+// "lethe verify" and the log's public key.
+type Proof = proofs.Proof
+
+// DB is an open lethe store. It is safe for concurrent use.
+type DB struct {
+	store  *store.DB
+	ring   *keys.Keyring
+	logger *slog.Logger
+	now    func() time.Time
+
+	log           audit.Log
+	signer        *proofs.Signer
+	seq           *audit.Sequencer
+	journal       *audit.Journal
+	stopSequencer func()
+	closers       []func() error
+	closed        atomic.Bool
+
+	kek         keys.Wrapper
+	rotating    atomic.Bool // a KEK rotation runs
+	epochs      epochs
+	cleanKick   chan struct{}
+	stopCleaner func()
+
+	sweep *sweep.Sweeper
+}
+
+// ErrClosed is returned by calls on a closed DB.
+var ErrClosed = errors.New("lethe: closed")
+
+// Receipt is what an audited destructive call returns: the event, and its
+// proof once a signed checkpoint covers it.
+type Receipt struct {
+	// EventID names the audit event; "lethe audit proof --event ID" fetches
+	// its proof later if Pending.
+	EventID string `json:"event_id"`
+	// SubjectNonce (hex) opens the subject commitment in the leaf, for the
+	// caller alone: it is stored nowhere.
+	SubjectNonce string `json:"subject_nonce,omitempty"`
+	// Proof is the signed proof, or nil while Pending.
+	Proof *Proof `json:"proof,omitempty"`
+	// TlogProof is Proof as a c2sp.org/tlog-proof@v1 text file (see
+	// proofs.Proof.MarshalTlogProof), which "lethe verify" also reads.
+	TlogProof string `json:"tlog_proof,omitempty"`
+	// Pending is true when no checkpoint covered the event within
+	// Config.ProofWait.
+	Pending bool `json:"pending"`
+	// Leaf and LeafSignature are the signed receipt: the exact leaf and the
+	// log key's signature over it, available even while Pending.
+	Leaf          []byte `json:"leaf"`
+	LeafSignature []byte `json:"leaf_signature"`
+}
+
+// receipt returns the receipt of the committed event id with leaf: see
+// audit.Journal.Receipt.
+func (db *DB) receipt(ctx context.Context, id string, leaf []byte) (*Receipt, error) {
+	ar, err := db.journal.Receipt(ctx, id, leaf)
+	if err != nil {
+		return nil, err
+	}
+	r := (*Receipt)(ar)
+	if r.Proof != nil {
+		if r.TlogProof, err = tlogProof(r.Proof); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// seal encrypts g under its key chain and builds its row with blind tokens.
+func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
+	row, c, payload, err := db.rowOf(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	sealRow(row, c, g, payload)
+	return row, nil
+}
+
+// rowOf builds g's row but for its blob and hash: the operational fields,
+// key chain and blind tokens. It returns the chain and g's encoded payload
+// for sealRow.
+func (db *DB) rowOf(ctx context.Context, g *Grain) (*store.GrainRow, *keys.Chain, []byte, error) {
+	c, err := db.ring.WriteChain(ctx, g.Memory, g.Scope, g.UserID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	payload := grains.PayloadOf(g).Encode()
+	row := &store.GrainRow{
+		Memory: g.Memory, Type: g.Type, Namespace: g.Namespace, Scope: g.Scope,
+		Importance: g.Importance, Confidence: g.Confidence, Salience: g.Salience, Pinned: g.Pinned,
+		CreatedUS: g.CreatedAt.UnixMicro(), Supersedes: g.Supersedes, KeyChain: c.ID,
+		UserKeyID: c.UserKeyID, UserRef: c.UserRef,
+		SubjectTok:  c.Index.Value(index.Subject, g.Subject),
+		RelationTok: c.Index.Value(index.Relation, g.Relation),
+		ObjectTok:   c.Index.Value(index.Object, g.Object),
+		DedupTok:    c.Index.Token(index.Dedup, grains.DedupMaterialOf(g, payload)),
+	}
+	for _, t := range g.Tags {
+		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
+	}
+	return row, c, payload, nil
+}
+
+// sealRow seals payload into row's blob under c, bound to g's memory,
+// scope and chain, and names the row by the blob's hash.
+func sealRow(row *store.GrainRow, c *keys.Chain, g *Grain, payload []byte) {
+	row.Blob = keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), payload)
+	sum := sha256.Sum256(row.Blob)
+	row.Hash = hex.EncodeToString(sum[:])
+}
+
+// open decrypts a row into a grain.
+func (db *DB) open(ctx context.Context, r *store.GrainRow) (*Grain, error) {
+	gk, err := db.ring.GrainKey(ctx, r.KeyChain)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := keys.Open(gk, keys.GrainAD(r.Memory, r.Scope, r.KeyChain), r.Blob)
+	if err != nil {
+		return nil, grains.Wrap(grains.CodeInternal, "grain "+r.Hash+" does not decrypt", err)
+	}
+	p, err := grains.DecodePayload(pt)
+	if err != nil {
+		return nil, err
+	}
+	g := &Grain{
+		Hash: r.Hash, Memory: r.Memory, Type: r.Type, Namespace: r.Namespace, Scope: r.Scope,
+		Importance: r.Importance, Confidence: r.Confidence, Salience: r.Salience, Pinned: r.Pinned, Archived: r.Archived,
+		CreatedAt: time.UnixMicro(r.CreatedUS).UTC(), Supersedes: r.Supersedes, SupersededBy: r.SupersededBy,
+		RetrievalCount: r.RetrievalCount,
+	}
+	if r.LastRetrievedUS != 0 {
+		t := time.UnixMicro(r.LastRetrievedUS).UTC()
+		g.LastRetrievedAt = &t
+	}
+	p.Apply(g)
+	return g, nil
+}
+
+// epochs remembers, per memory, the erase epoch this process's key cache
+// reflects.
+type epochs struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// observe purges the keyring when a row read shows a newer erase epoch than
+// the cache reflects: another instance erased a key since.
+func (db *DB) observe(rows []store.GrainRow) {
+	if len(rows) == 0 {
+		return
+	}
+	db.epochs.mu.Lock()
+	defer db.epochs.mu.Unlock()
+	if db.epochs.m == nil {
+		db.epochs.m = make(map[string]int64)
+	}
+	for _, r := range rows {
+		if seen, ok := db.epochs.m[r.Memory]; !ok || seen != r.Epoch {
+			db.ring.Purge()
+			db.epochs.m[r.Memory] = r.Epoch
+		}
+	}
+}
+
+// refused records a refusal under a legal hold as an audit event of its
+// own (the refused change rolled back) and returns err.
+func (db *DB) refused(ctx context.Context, memory string, err error) error {
+	var held *store.HeldBy
+	if !errors.As(err, &held) {
+		return err
+	}
+	ev, eerr := db.journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
+		l.Hold, l.Reason = held.HoldID, "held"
+	})
+	if eerr == nil {
+		eerr = db.journal.Append(ctx, ev)
+	}
+	if eerr != nil {
+		db.logger.Error("could not audit a refused erasure", "error", eerr)
+	}
+	db.journal.Committed()
+	return err
+}
+
+// PurgeErased deletes, now, the rows and index tokens that erasures made
+// unreadable (a background cleaner does this continuously) and returns how
+// many it deleted.
+func (db *DB) PurgeErased(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := db.store.CleanupErased(ctx, 5000)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+func (db *DB) kickCleaner() {
+	select {
+	case db.cleanKick <- struct{}{}:
+	default:
+	}
+}
+
+func (db *DB) runCleaner(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		if _, err := db.PurgeErased(ctx); err != nil && ctx.Err() == nil {
+			db.logger.Warn("cleanup of erased grains failed; it resumes later", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-db.cleanKick:
+		case <-t.C:
+		}
+	}
+}
+
+// memoryName returns m, or "default" for "", after validating it.
+func memoryName(m string) (string, error) {
+	if m == "" {
+		m = grains.DefaultMemory
+	}
+	return m, grains.ValidateMemory(m)
+}
+
+func checkHash(h string) error {
+	if !grains.ValidHash(h) {
+		return grains.FieldError(grains.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits")
+	}
+	return nil
+}
+
+func atIndex(err error, i, n int) error {
+	var e *grains.Error
+	if n > 1 && errors.As(err, &e) {
+		c := *e
+		c.Field = fmt.Sprintf("grains[%d].%s", i, e.Field)
+		return &c
+	}
+	return err
+}
+
+// signedOf converts a stored checkpoint.
+func signedOf(row *store.CheckpointRow) *audit.SignedCheckpoint {
+	cp := &audit.SignedCheckpoint{Size: uint64(row.Size), Note: row.Note}
+	copy(cp.Root[:], row.Root)
+	return cp
+}
+
+// outbox adapts the store to audit.Outbox.
+type outbox struct {
+	st  *store.DB
+	now func() time.Time
+}
+
+func (o outbox) AssignSequence(ctx context.Context, max int) (int, error) {
+	return o.st.AssignSequence(ctx, max)
+}
+
+func (o outbox) Sequenced(ctx context.Context, from uint64, max int) ([]audit.Sequenced, error) {
+	evs, err := o.st.Sequenced(ctx, int64(from), max)
+	out := make([]audit.Sequenced, len(evs))
+	for i, e := range evs {
+		out[i] = audit.Sequenced{Index: uint64(e.Seq), Leaf: e.Leaf}
+	}
+	return out, err
+}
+
+func (o outbox) Counters(ctx context.Context) (uint64, uint64, error) {
+	n, a, err := o.st.SequenceCounters(ctx)
+	return uint64(n), uint64(a), err
+}
+
+func (o outbox) SetAppended(ctx context.Context, n uint64) error {
+	return o.st.SetAppended(ctx, int64(n))
+}
+
+func (o outbox) LatestCheckpoint(ctx context.Context) (*audit.SignedCheckpoint, error) {
+	row, err := o.st.LatestCheckpoint(ctx)
+	if err != nil || row == nil {
+		return nil, err
+	}
+	return signedOf(row), nil
+}
+
+func (o outbox) SaveCheckpoint(ctx context.Context, c audit.SignedCheckpoint) error {
+	return o.st.SaveCheckpoint(ctx, store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
+}
+
+// sealer adapts the DB's keyring to sweep.Sealer.
+type sealer struct{ db *DB }
+
+func (s sealer) Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error) {
+	s.db.observe([]store.GrainRow{*r})
+	return s.db.open(ctx, r)
+}
+
+func (s sealer) Seal(ctx context.Context, g *grains.Grain) (*store.GrainRow, error) {
+	return s.db.seal(ctx, g)
+}

@@ -1,0 +1,215 @@
+package lethe
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/proofs"
+)
+
+// Config configures Open. The zero value is the embedded default: SQLite,
+// the local age KEK and everything else in ./lethe-data.
+type Config struct {
+	// DataDir holds the SQLite database, the local KEK identity and other
+	// local state (default ./lethe-data, created with mode 0700).
+	DataDir string
+	// PostgresDSN selects PostgreSQL instead of SQLite.
+	PostgresDSN string
+	// KEK wraps data keys; nil means the local age identity DataDir/kek.age.
+	KEK KeyWrapper
+	// KeyCacheSize bounds the unwrapped-key cache (default 10,000).
+	KeyCacheSize int
+	// Logger receives operational logs, never personal data (default: none).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now); tests set it.
+	Now func() time.Time
+
+	// AuditKeyFile holds the audit log's Ed25519 signing key in note format
+	// (default DataDir/audit.key, created with mode 0600 on first start).
+	AuditKeyFile string
+	// AuditOrigin names the log in its checkpoints; a new key gets this name
+	// (default "lethe-" and 12 random hex digits).
+	AuditOrigin string
+	// TrillianAddr (host:port of a Trillian log server) and TrillianTreeID
+	// select a Trillian PREORDERED_LOG tree instead of the embedded log.
+	TrillianAddr   string
+	TrillianTreeID int64
+	// ProofWait bounds how long an audited call waits for a signed
+	// checkpoint to cover its event before returning a pending receipt
+	// (default 2s).
+	ProofWait time.Duration
+	// Witnesses cosign each new audit checkpoint (c2sp.org/tlog-witness);
+	// WitnessThreshold of them must, before the checkpoint is saved and
+	// proofs against it are given (default 0: cosignatures are collected,
+	// none is required). See WitnessConfig.
+	Witnesses        []WitnessConfig
+	WitnessThreshold int
+
+	// Policy is the forgetting policy (default DefaultPolicy()): decay
+	// purge, archive ladder, retrieval-time decay, risk sweep, protection
+	// and auto-pin rules. Open validates it.
+	Policy *Policy
+	// Summarizer compresses grains in the risk sweep (default: keep the
+	// triple, drop the content).
+	Summarizer Summarizer
+	// Schedule starts the policy scheduler (see DB.RunPolicies) and the
+	// ladder's write and recall triggers; without it policies run only when
+	// called.
+	Schedule bool
+}
+
+// Open opens (creating if needed) the store described by cfg.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.DataDir == "" {
+		cfg.DataDir = "lethe-data"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	scfg := store.Config{Dialect: store.SQLite, DSN: filepath.Join(cfg.DataDir, "lethe.db"), Logger: cfg.Logger}
+	if cfg.PostgresDSN != "" {
+		scfg = store.Config{Dialect: store.Postgres, DSN: cfg.PostgresDSN, Logger: cfg.Logger}
+	}
+	kek := cfg.KEK
+	if kek == nil {
+		w, err := keys.LoadOrCreateAgeIdentity(filepath.Join(cfg.DataDir, "kek.age"))
+		if err != nil {
+			return nil, err
+		}
+		kek = w
+	}
+	if cfg.AuditKeyFile == "" {
+		cfg.AuditKeyFile = filepath.Join(cfg.DataDir, "audit.key")
+	}
+	if cfg.ProofWait == 0 {
+		cfg.ProofWait = 2 * time.Second
+	}
+	st, err := store.Open(ctx, scfg)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{
+		store:     st,
+		ring:      keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
+		logger:    cfg.Logger,
+		now:       cfg.Now,
+		kek:       kek,
+		cleanKick: make(chan struct{}, 1),
+	}
+	if err := db.openAudit(ctx, &cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.runCleaner(cctx)
+	}()
+	db.stopCleaner = sync.OnceFunc(func() { cancel(); <-done })
+	db.closers = append([]func() error{func() error { db.stopCleaner(); return nil }}, db.closers...)
+	if db.sweep, err = openSweeper(ctx, db, &cfg); err != nil {
+		db.Close()
+		return nil, err
+	}
+	// The sweeper stops first: its tracker writes what is pending.
+	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)
+	return db, nil
+}
+
+// Close drains the audit outbox (bounded) and closes the store.
+func (db *DB) Close() error {
+	if !db.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if db.stopSequencer != nil {
+		db.stopSequencer()
+	}
+	var err error
+	for _, c := range db.closers {
+		if cerr := c(); err == nil {
+			err = cerr
+		}
+	}
+	if cerr := db.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openAudit sets up the signing key, the log backend and the sequencer.
+func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
+	signer, err := audit.LoadOrCreateSigner(cfg.AuditKeyFile, cfg.AuditOrigin)
+	if err != nil {
+		return err
+	}
+	var log audit.Log
+	if cfg.TrillianAddr != "" {
+		conn, err := grpc.NewClient(cfg.TrillianAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("connect to trillian: %w", err)
+		}
+		tl, err := audit.NewTrillianLog(ctx, conn, cfg.TrillianTreeID, audit.TrillianOptions{})
+		if err != nil {
+			conn.Close()
+			return err
+		}
+		db.closers = append(db.closers, conn.Close)
+		log = tl
+	} else {
+		el, err := audit.NewEmbeddedLog(db.store.Gorm())
+		if err != nil {
+			return err
+		}
+		log = el
+	}
+	db.log = log
+	db.signer = signer
+	cosign, err := newCosigner(cfg, log, db.logger)
+	if err != nil {
+		return err
+	}
+	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: outbox{db.store, db.now}, Log: log, Signer: signer,
+		Origin: cfg.AuditOrigin, Logger: db.logger, Cosign: cosign})
+	db.journal = audit.NewJournal(audit.JournalConfig{Events: db.store, Sequencer: db.seq, Signer: signer, Now: db.now, ProofWait: cfg.ProofWait})
+	db.store.SetKeyEvent(func(ctx context.Context, r keys.Record) ([]store.Event, error) {
+		ev, err := db.journal.Event(ctx, proofs.EventKeyCreate, r.Memory, func(l *proofs.Leaf) {
+			l.KeyFingerprints = []string{r.Fingerprint}
+		})
+		return []store.Event{ev}, err
+	})
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		db.seq.Run(runCtx, 500*time.Millisecond)
+	}()
+	db.stopSequencer = func() {
+		cancel()
+		<-done
+		// Drain: move what is committed into the log before closing.
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		if err := db.seq.Step(dctx); err != nil {
+			db.logger.Warn("audit outbox not drained at close; it resumes at next start", "error", err)
+		}
+	}
+	return nil
+}
