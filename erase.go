@@ -183,7 +183,7 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 		if spec.Scope, err = grains.CleanScope(spec.Scope); err != nil {
 			return nil, err
 		}
-		row.Kind, row.Scope = "scope", spec.Scope
+		row.Kind, row.Scope = grains.HoldScope, spec.Scope
 	} else {
 		if err := grains.ValidateUserID(spec.UserID); err != nil {
 			return nil, err
@@ -200,7 +200,7 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 		if err != nil {
 			return nil, err
 		}
-		row.Kind, row.UserRef = "user", ref
+		row.Kind, row.UserRef = grains.HoldUser, ref
 	}
 	ev, err := db.journal.Event(ctx, proofs.EventHoldSet, spec.Memory, func(l *proofs.Leaf) { l.Hold = row.ID })
 	if err != nil {

@@ -88,6 +88,11 @@ func (c LadderConfig) Step(f Facts) (archive bool, newSalience float64) {
 // Bump returns the salience after one retrieval: salience + RetrievalBump,
 // capped at 1 (lethe keeps salience in [0,1], where MemState leaves it
 // unbounded). Bumping an archived grain does not unarchive it.
-func (c LadderConfig) Bump(salience float64) float64 {
-	return clamp01(salience + c.RetrievalBump)
+func (c LadderConfig) Bump(salience float64) float64 { return c.BumpN(salience, 1) }
+
+// BumpN returns the salience after n retrievals written at once:
+// salience + n*RetrievalBump, capped at 1. It is not Bump applied n times:
+// the store adds the product in one step, and rounding differs.
+func (c LadderConfig) BumpN(salience float64, n int64) float64 {
+	return clamp01(salience + c.RetrievalBump*float64(n))
 }

@@ -157,13 +157,22 @@ func (p *Policy) CheckForget(f Facts) error {
 	return &grains.Error{Code: grains.CodeProtected, Message: "cannot forget a protected grain: " + reason, Hint: hint}
 }
 
-// Retrieved returns the facts after one retrieval at now: last retrieved
-// at now, one more retrieval, salience bumped ([LadderConfig.Bump]). The
-// store writes them back without blocking the response.
-func (p *Policy) Retrieved(f Facts, now time.Time) Facts {
-	f.LastRetrievedAt = now
-	f.RetrievalCount++
-	f.Salience = p.Ladder.Bump(f.Salience)
+// Retrieved returns the facts after one retrieval at now: see
+// [Policy.RetrievedN].
+func (p *Policy) Retrieved(f Facts, now time.Time) Facts { return p.RetrievedN(f, 1, now) }
+
+// RetrievedN returns the facts after n retrievals, the latest at last: n
+// more retrievals, the last retrieval moved forward to last (never back:
+// statistics reach the store out of order), salience bumped n times at
+// once ([LadderConfig.BumpN]). This is the one rule of a retrieval's
+// effect: the store applies it in SQL when it writes statistics back
+// (store.RecordRetrievals), and a test holds the two to the same values.
+func (p *Policy) RetrievedN(f Facts, n int64, last time.Time) Facts {
+	if last.After(f.LastRetrievedAt) {
+		f.LastRetrievedAt = last
+	}
+	f.RetrievalCount += n
+	f.Salience = p.Ladder.BumpN(f.Salience, n)
 	return f
 }
 

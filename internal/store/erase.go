@@ -24,7 +24,7 @@ import (
 type HoldRow struct {
 	ID         string `gorm:"primaryKey;size:32"`
 	Memory     string `gorm:"size:64;not null;index:idx_holds_memory"`
-	Kind       string `gorm:"size:8;not null"` // "scope" or "user"
+	Kind       string `gorm:"size:8;not null"` // grains.HoldScope or grains.HoldUser
 	Scope      string `gorm:"size:512;not null"`
 	UserRef    []byte
 	CreatedUS  int64 `gorm:"column:created_us;not null"`
@@ -33,6 +33,11 @@ type HoldRow struct {
 
 // TableName is the holds table.
 func (HoldRow) TableName() string { return "holds" }
+
+// Cover returns what the hold covers.
+func (h *HoldRow) Cover() grains.HoldCover {
+	return grains.HoldCover{Kind: h.Kind, Scope: h.Scope, UserRef: h.UserRef}
+}
 
 // EpochRow counts the erasures of a memory. Readers fetch it with the rows
 // they read and drop cached keys when it moved, so that once an erase
@@ -119,16 +124,9 @@ func activeHolds(tx *gorm.DB, memory string) ([]HoldRow, error) {
 
 // holdOn returns the first active hold covering a row of (scope, userRef).
 func holdOn(hs []HoldRow, scope string, userRef []byte) string {
-	for _, h := range hs {
-		switch h.Kind {
-		case "scope":
-			if grains.InScope(scope, h.Scope) {
-				return h.ID
-			}
-		case "user":
-			if userRef != nil && string(h.UserRef) == string(userRef) {
-				return h.ID
-			}
+	for i := range hs {
+		if hs[i].Cover().Covers(scope, userRef) {
+			return hs[i].ID
 		}
 	}
 	return ""
@@ -301,10 +299,10 @@ func (db *DB) checkEraseHolds(tx *gorm.DB, spec EraseSpec, keyID int64) error {
 		case keys.KindMemory:
 			return HoldError(h.ID)
 		case keys.KindScope:
-			if h.Kind == "scope" && (grains.InScope(h.Scope, spec.Name) || grains.InScope(spec.Name, h.Scope)) {
+			if h.Cover().NestsWith(spec.Name) {
 				return HoldError(h.ID)
 			}
-			if h.Kind == "user" {
+			if h.Kind == grains.HoldUser {
 				cond, args := db.underPrefix("scope", spec.Name)
 				ids, err := userKeyIDs(tx, spec.Memory, h.UserRef)
 				if err != nil {
@@ -319,10 +317,10 @@ func (db *DB) checkEraseHolds(tx *gorm.DB, spec EraseSpec, keyID int64) error {
 				}
 			}
 		case keys.KindUser:
-			if h.Kind == "user" && string(h.UserRef) == string(spec.UserRef) {
+			if h.Kind == grains.HoldUser && h.Cover().Covers("", spec.UserRef) {
 				return HoldError(h.ID)
 			}
-			if h.Kind == "scope" {
+			if h.Kind == grains.HoldScope {
 				cond, args := db.underPrefix("scope", h.Scope)
 				var n int64
 				if err := tx.Model(&GrainRow{}).Where("memory = ? AND user_key_id = ?", spec.Memory, keyID).Where(cond, args...).Limit(1).Count(&n).Error; err != nil {

@@ -439,7 +439,9 @@ type Retrieval struct {
 
 // RecordRetrievals adds retrieval statistics in one transaction: each
 // grain's retrieval count grows by Count, its last retrieval moves forward
-// to LastUS, and its salience grows by bump per retrieval, capped at 1.
+// to LastUS, and its salience grows by bump per retrieval, capped at 1:
+// forgetting.Policy.RetrievedN in SQL (TestRetrievalsFollowTheRule holds
+// the two together).
 // Grains deleted meanwhile are ignored. Callers sort rs by id, so that
 // instances flushing at once lock rows in one order.
 func (db *DB) RecordRetrievals(ctx context.Context, rs []Retrieval, bump float64) error {
