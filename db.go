@@ -20,7 +20,30 @@ import (
 	"github.com/lethe-io/lethe/proofs"
 )
 
-// Grain is one record. See the field documentation in package grains.
+// Grain is one record. Its fields (JSON names in brackets):
+//
+//   - Hash (hash): the lowercase hex SHA-256 of the sealed blob as stored;
+//     set by lethe.
+//   - Memory (memory): the memory it belongs to ("" means "default").
+//   - Type (type): required, e.g. fact, event, caveat, goal.
+//   - Subject, Relation, Object (subject, relation, object): the triple;
+//     Content (content): free text. A grain has a triple, content or both.
+//   - Namespace (namespace), Scope (scope, a path such as acme/prod) and
+//     UserID (user_id): where it belongs and whom it is about.
+//   - Tags (tags) and Metadata (metadata).
+//   - Importance and Confidence (importance, confidence): in [0,1]; a zero
+//     Confidence means "not given" and is stored as 1.
+//   - Salience (salience), Pinned (pinned), Archived (archived): the
+//     forgetting policies' state.
+//   - CreatedAt (created_at), Supersedes and SupersededBy (supersedes,
+//     superseded_by): time and version chain.
+//   - LastRetrievedAt and RetrievalCount (last_retrieved_at,
+//     retrieval_count): retrieval statistics, set by lethe.
+//   - Erased (erased): in a History, a version whose key was erased; such
+//     a Grain has only Hash set.
+//
+// Subject, Relation, Object, Content, UserID, Tags and Metadata are
+// personal: sealed at rest, found through blind tokens, never logged.
 type Grain = grains.Grain
 
 // Query selects grains for Recall.

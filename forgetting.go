@@ -2,7 +2,6 @@ package lethe
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/sweep"
@@ -194,29 +193,6 @@ type RiskResult struct {
 	Events    []string   `json:"events,omitempty"`
 	// Receipt is the policy.run event that closes the sweep.
 	*Receipt
-}
-
-// openSweeper validates the policy, prepares the scheduler's table and
-// starts the sweeper (its retrieval tracker and, with cfg.Schedule, its
-// scheduler).
-func openSweeper(ctx context.Context, db *DB, cfg *Config) (*sweep.Sweeper, error) {
-	p := forgetting.Default()
-	if cfg.Policy != nil {
-		cp := *cfg.Policy // Validate compiles patterns into the copy; the caller's stays untouched
-		p = &cp
-	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("forgetting policy: %w", err)
-	}
-	if err := db.store.MigrateForgetting(ctx); err != nil {
-		return nil, err
-	}
-	return sweep.New(sweep.Config{Store: db.store, Journal: db.journal, Sealer: sealer{db}, Policy: p, Summarizer: cfg.Summarizer,
-		RotateKEK: func(ctx context.Context, keep int) error {
-			_, err := db.RotateKEK(ctx, RotateOptions{Keep: keep})
-			return err
-		},
-		Now: db.now, Logger: db.logger, Schedule: cfg.Schedule}), nil
 }
 
 // PurgeStale runs the decay purge on one memory: it reads the operational

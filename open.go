@@ -13,8 +13,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/store"
+	"github.com/lethe-io/lethe/internal/sweep"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -212,4 +214,27 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// openSweeper validates the policy, prepares the scheduler's table and
+// starts the sweeper (its retrieval tracker and, with cfg.Schedule, its
+// scheduler).
+func openSweeper(ctx context.Context, db *DB, cfg *Config) (*sweep.Sweeper, error) {
+	p := forgetting.Default()
+	if cfg.Policy != nil {
+		cp := *cfg.Policy // Validate compiles patterns into the copy; the caller's stays untouched
+		p = &cp
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("forgetting policy: %w", err)
+	}
+	if err := db.store.MigrateForgetting(ctx); err != nil {
+		return nil, err
+	}
+	return sweep.New(sweep.Config{Store: db.store, Journal: db.journal, Sealer: sealer{db}, Policy: p, Summarizer: cfg.Summarizer,
+		RotateKEK: func(ctx context.Context, keep int) error {
+			_, err := db.RotateKEK(ctx, RotateOptions{Keep: keep})
+			return err
+		},
+		Now: db.now, Logger: db.logger, Schedule: cfg.Schedule}), nil
 }
