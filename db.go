@@ -2,8 +2,6 @@ package lethe
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,8 +11,8 @@ import (
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
-	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/sealing"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
 	"github.com/lethe-io/lethe/proofs"
@@ -77,6 +75,7 @@ type Proof = proofs.Proof
 type DB struct {
 	store  *store.DB
 	ring   *keys.Keyring
+	sealer *sealing.Sealer
 	logger *slog.Logger
 	now    func() time.Time
 
@@ -137,77 +136,6 @@ func (db *DB) receipt(ctx context.Context, id string, leaf []byte) (*Receipt, er
 		}
 	}
 	return r, nil
-}
-
-// seal encrypts g under its key chain and builds its row with blind tokens.
-func (db *DB) seal(ctx context.Context, g *Grain) (*store.GrainRow, error) {
-	row, c, payload, err := db.rowOf(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	sealRow(row, c, g, payload)
-	return row, nil
-}
-
-// rowOf builds g's row but for its blob and hash: the operational fields,
-// key chain and blind tokens. It returns the chain and g's encoded payload
-// for sealRow.
-func (db *DB) rowOf(ctx context.Context, g *Grain) (*store.GrainRow, *keys.Chain, []byte, error) {
-	c, err := db.ring.WriteChain(ctx, g.Memory, g.Scope, g.UserID)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	payload := grains.PayloadOf(g).Encode()
-	row := &store.GrainRow{
-		Memory: g.Memory, Type: g.Type, Namespace: g.Namespace, Scope: g.Scope,
-		Importance: g.Importance, Confidence: g.Confidence, Salience: g.Salience, Pinned: g.Pinned,
-		CreatedUS: g.CreatedAt.UnixMicro(), Supersedes: g.Supersedes, KeyChain: c.ID,
-		UserKeyID: c.UserKeyID, UserRef: c.UserRef,
-		SubjectTok:  c.Index.Value(index.Subject, g.Subject),
-		RelationTok: c.Index.Value(index.Relation, g.Relation),
-		ObjectTok:   c.Index.Value(index.Object, g.Object),
-		DedupTok:    c.Index.Token(index.Dedup, grains.DedupMaterialOf(g, payload)),
-	}
-	for _, t := range g.Tags {
-		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
-	}
-	return row, c, payload, nil
-}
-
-// sealRow seals payload into row's blob under c, bound to g's memory,
-// scope and chain, and names the row by the blob's hash.
-func sealRow(row *store.GrainRow, c *keys.Chain, g *Grain, payload []byte) {
-	row.Blob = keys.Seal(c.GrainKey, keys.GrainAD(g.Memory, g.Scope, c.ID), payload)
-	sum := sha256.Sum256(row.Blob)
-	row.Hash = hex.EncodeToString(sum[:])
-}
-
-// open decrypts a row into a grain.
-func (db *DB) open(ctx context.Context, r *store.GrainRow) (*Grain, error) {
-	gk, err := db.ring.GrainKey(ctx, r.KeyChain)
-	if err != nil {
-		return nil, err
-	}
-	pt, err := keys.Open(gk, keys.GrainAD(r.Memory, r.Scope, r.KeyChain), r.Blob)
-	if err != nil {
-		return nil, grains.Wrap(grains.CodeInternal, "grain "+r.Hash+" does not decrypt", err)
-	}
-	p, err := grains.DecodePayload(pt)
-	if err != nil {
-		return nil, err
-	}
-	g := &Grain{
-		Hash: r.Hash, Memory: r.Memory, Type: r.Type, Namespace: r.Namespace, Scope: r.Scope,
-		Importance: r.Importance, Confidence: r.Confidence, Salience: r.Salience, Pinned: r.Pinned, Archived: r.Archived,
-		CreatedAt: time.UnixMicro(r.CreatedUS).UTC(), Supersedes: r.Supersedes, SupersededBy: r.SupersededBy,
-		RetrievalCount: r.RetrievalCount,
-	}
-	if r.LastRetrievedUS != 0 {
-		t := time.UnixMicro(r.LastRetrievedUS).UTC()
-		g.LastRetrievedAt = &t
-	}
-	p.Apply(g)
-	return g, nil
 }
 
 // epochs remembers, per memory, the erase epoch this process's key cache
@@ -365,14 +293,15 @@ func (o outbox) SaveCheckpoint(ctx context.Context, c audit.SignedCheckpoint) er
 	return o.st.SaveCheckpoint(ctx, store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
 }
 
-// sealer adapts the DB's keyring to sweep.Sealer.
+// sealer adapts the DB's sealer to sweep.Sealer: it notes the erase epoch
+// of the rows it opens.
 type sealer struct{ db *DB }
 
 func (s sealer) Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error) {
 	s.db.observe([]store.GrainRow{*r})
-	return s.db.open(ctx, r)
+	return s.db.sealer.Open(ctx, r)
 }
 
 func (s sealer) Seal(ctx context.Context, g *grains.Grain) (*store.GrainRow, error) {
-	return s.db.seal(ctx, g)
+	return s.db.sealer.Seal(ctx, g)
 }

@@ -21,11 +21,8 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"runtime"
 	"strconv"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
@@ -102,154 +99,18 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 // erased by another instance (the store refuses a grain, or a new user key,
 // under a destroyed key).
 func (db *DB) insertBatch(ctx context.Context, batch []Grain) ([]string, error) {
-	if err := db.warmChains(ctx, batch); err != nil {
+	if err := db.sealer.Warm(ctx, batch); err != nil {
 		return nil, err
 	}
-	s, err := db.startSealing(ctx, batch)
+	s, err := db.sealer.Start(ctx, batch)
 	if err != nil {
 		return nil, err
 	}
-	hs, err := db.store.InsertGrains(ctx, batch[0].Memory, s.rows, s.ready)
-	if serr := s.wait(); err == nil && serr != nil {
+	hs, err := db.store.InsertGrains(ctx, batch[0].Memory, s.Rows, s.Ready)
+	if serr := s.Wait(); err == nil && serr != nil {
 		hs, err = nil, serr
 	}
 	return hs, err
-}
-
-// sealParallel is the batch size from which a batch is sealed on every
-// core.
-const sealParallel = 64
-
-// sealing is a batch whose rows are built and being sealed in the
-// background: rows have their blind tokens and operational fields, and
-// ready(i) returns once row i has its blob and hash too. The store starts
-// its transaction meanwhile, and streams row i as soon as it is ready.
-type sealing struct {
-	rows []*store.GrainRow
-	done []chan struct{}
-	g    *errgroup.Group
-	ctx  context.Context
-}
-
-// startSealing builds a batch's rows (key chains, tokens) on every core,
-// then starts sealing them. Its key chains should be warm.
-func (db *DB) startSealing(ctx context.Context, batch []Grain) (*sealing, error) {
-	n := len(batch)
-	workers := runtime.GOMAXPROCS(0)
-	if n < sealParallel || workers < 2 {
-		// A small batch is sealed here, at once: goroutines would cost
-		// more than they overlap.
-		s := &sealing{rows: make([]*store.GrainRow, n)}
-		for i := range batch {
-			var err error
-			if s.rows[i], err = db.seal(ctx, &batch[i]); err != nil {
-				return nil, err
-			}
-		}
-		return s, nil
-	}
-	rows := make([]*store.GrainRow, n)
-	chains := make([]*keys.Chain, n)
-	payloads := make([][]byte, n)
-	g, gctx := errgroup.WithContext(ctx)
-	for w := range workers {
-		g.Go(func() error {
-			for i := w; i < n; i += workers {
-				var err error
-				if rows[i], chains[i], payloads[i], err = db.rowOf(gctx, &batch[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	s := &sealing{rows: rows, done: make([]chan struct{}, n)}
-	for i := range s.done {
-		s.done[i] = make(chan struct{})
-	}
-	s.g, s.ctx = errgroup.WithContext(ctx)
-	for w := range workers {
-		// Interleaved, so rows are ready roughly in the order they stream.
-		s.g.Go(func() error {
-			for i := w; i < n; i += workers {
-				if err := s.ctx.Err(); err != nil {
-					return err
-				}
-				sealRow(rows[i], chains[i], &batch[i], payloads[i])
-				close(s.done[i])
-			}
-			return nil
-		})
-	}
-	return s, nil
-}
-
-// ready returns once row i is sealed, or with the context's error.
-func (s *sealing) ready(i int) error {
-	if s.g == nil {
-		return nil // sealed at once
-	}
-	select {
-	case <-s.done[i]:
-		return nil
-	case <-s.ctx.Done():
-		return context.Cause(s.ctx)
-	}
-}
-
-// wait returns once no sealing goroutine runs.
-func (s *sealing) wait() error {
-	if s.g == nil {
-		return nil
-	}
-	return s.g.Wait()
-}
-
-// warmChains resolves the distinct key chains of a batch that are not
-// cached, concurrently, so a batch that brings many new users waits for
-// their key wraps in parallel.
-func (db *DB) warmChains(ctx context.Context, batch []Grain) error {
-	type chainKey struct{ scope, user string }
-	seen := make(map[chainKey]bool)
-	var todo []chainKey
-	for i := range batch {
-		k := chainKey{batch[i].Scope, batch[i].UserID}
-		if !seen[k] {
-			seen[k] = true
-			if !db.ring.HasWriteChain(batch[0].Memory, k.scope, k.user) {
-				todo = append(todo, k)
-			}
-		}
-	}
-	if len(todo) < 2 {
-		return nil
-	}
-	// The memory and scope keys first, once, so workers do not race to
-	// create them; then the users' keys, many in one transaction.
-	if _, err := db.ring.WriteChain(ctx, batch[0].Memory, todo[0].scope, ""); err != nil {
-		return err
-	}
-	var users []string
-	for _, k := range todo {
-		if k.user != "" {
-			users = append(users, k.user)
-		}
-	}
-	if err := db.ring.WarmUsers(ctx, batch[0].Memory, users); err != nil {
-		return err
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, k := range todo {
-		g.Go(func() error {
-			_, err := db.ring.WriteChain(gctx, batch[0].Memory, k.scope, k.user)
-			return err
-		})
-	}
-	return g.Wait()
 }
 
 // prepare normalizes and validates g for writing at now.
@@ -282,7 +143,7 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 		return nil, err
 	}
 	db.observe([]store.GrainRow{*r})
-	return db.open(ctx, r)
+	return db.sealer.Open(ctx, r)
 }
 
 // Page is one page of recall results: newest first for a listing (no
@@ -318,7 +179,7 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	page := &Page{Grains: make([]Grain, 0, len(rows))}
 	ids := make([]int64, 0, len(rows))
 	for i := range rows {
-		g, err := db.open(ctx, &rows[i])
+		g, err := db.sealer.Open(ctx, &rows[i])
 		if grains.ErrorCode(err) == grains.CodeErased {
 			continue
 		}
@@ -495,7 +356,7 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 // supersedeOnce seals g and commits it as the new version of oldHash with
 // its audit event: one attempt of Supersede.
 func (db *DB) supersedeOnce(ctx context.Context, oldHash string, g *Grain) (string, error) {
-	row, err := db.seal(ctx, g)
+	row, err := db.sealer.Seal(ctx, g)
 	if err != nil {
 		return "", err
 	}
@@ -534,7 +395,7 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 			out = append(out, Grain{Hash: rows[i].Hash, Erased: true})
 			continue
 		}
-		g, err := db.open(ctx, &rows[i])
+		g, err := db.sealer.Open(ctx, &rows[i])
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/sealing"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
 	"github.com/lethe-io/lethe/proofs"
@@ -115,6 +116,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		kek:       kek,
 		cleanKick: make(chan struct{}, 1),
 	}
+	db.sealer = sealing.New(db.ring)
 	if err := db.openAudit(ctx, &cfg); err != nil {
 		st.Close()
 		return nil, err
