@@ -305,3 +305,12 @@ func (s sealer) Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, err
 func (s sealer) Seal(ctx context.Context, g *grains.Grain) (*store.GrainRow, error) {
 	return s.db.sealer.Seal(ctx, g)
 }
+
+// tlogProof returns p as a c2sp.org/tlog-proof@v1 text file.
+func tlogProof(p *Proof) (string, error) {
+	b, err := p.MarshalTlogProof()
+	if err != nil {
+		return "", grains.Wrap(grains.CodeInternal, "encode the proof as a tlog-proof", err)
+	}
+	return string(b), nil
+}

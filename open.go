@@ -18,6 +18,7 @@ import (
 	"github.com/lethe-io/lethe/internal/sealing"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
+	"github.com/lethe-io/lethe/internal/witness"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -239,4 +240,30 @@ func openSweeper(ctx context.Context, db *DB, cfg *Config) (*sweep.Sweeper, erro
 			return err
 		},
 		Now: db.now, Logger: db.logger, Schedule: cfg.Schedule}), nil
+}
+
+// newCosigner returns the sequencer's cosigning step for cfg's witnesses,
+// or nil when there are none.
+func newCosigner(cfg *Config, log audit.Log, logger *slog.Logger) (audit.CosignFunc, error) {
+	if len(cfg.Witnesses) == 0 {
+		if cfg.WitnessThreshold != 0 {
+			return nil, fmt.Errorf("witness threshold %d with no witnesses configured", cfg.WitnessThreshold)
+		}
+		return nil, nil
+	}
+	ws := make([]witness.Config, len(cfg.Witnesses))
+	var timeout time.Duration
+	for i, w := range cfg.Witnesses {
+		ws[i] = witness.Config{URL: w.URL, Key: w.Key}
+		timeout = max(timeout, w.Timeout)
+	}
+	pool, err := witness.NewPool(witness.PoolConfig{Witnesses: ws, Threshold: cfg.WitnessThreshold,
+		Prover: log, Timeout: timeout, Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("audit witnesses: %w", err)
+	}
+	return func(ctx context.Context, note []byte, size uint64) ([]byte, error) {
+		out, _, err := pool.Cosign(ctx, note, size)
+		return out, err
+	}, nil
 }

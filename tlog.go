@@ -3,13 +3,10 @@ package lethe
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
-	"github.com/lethe-io/lethe/internal/witness"
 )
 
 // TlogTile returns a [c2sp.org/tlog-tiles] resource of the audit log: the
@@ -62,39 +59,4 @@ type WitnessConfig struct {
 	// Timeout bounds its answer (default 5s); the longest Timeout of the
 	// witnesses configured applies to each.
 	Timeout time.Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
-}
-
-// newCosigner returns the sequencer's cosigning step for cfg's witnesses,
-// or nil when there are none.
-func newCosigner(cfg *Config, log audit.Log, logger *slog.Logger) (audit.CosignFunc, error) {
-	if len(cfg.Witnesses) == 0 {
-		if cfg.WitnessThreshold != 0 {
-			return nil, fmt.Errorf("witness threshold %d with no witnesses configured", cfg.WitnessThreshold)
-		}
-		return nil, nil
-	}
-	ws := make([]witness.Config, len(cfg.Witnesses))
-	var timeout time.Duration
-	for i, w := range cfg.Witnesses {
-		ws[i] = witness.Config{URL: w.URL, Key: w.Key}
-		timeout = max(timeout, w.Timeout)
-	}
-	pool, err := witness.NewPool(witness.PoolConfig{Witnesses: ws, Threshold: cfg.WitnessThreshold,
-		Prover: log, Timeout: timeout, Logger: logger})
-	if err != nil {
-		return nil, fmt.Errorf("audit witnesses: %w", err)
-	}
-	return func(ctx context.Context, note []byte, size uint64) ([]byte, error) {
-		out, _, err := pool.Cosign(ctx, note, size)
-		return out, err
-	}, nil
-}
-
-// tlogProof returns p as a c2sp.org/tlog-proof@v1 text file.
-func tlogProof(p *Proof) (string, error) {
-	b, err := p.MarshalTlogProof()
-	if err != nil {
-		return "", grains.Wrap(grains.CodeInternal, "encode the proof as a tlog-proof", err)
-	}
-	return string(b), nil
 }
