@@ -11,8 +11,10 @@ import (
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/sealing"
+	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
 	"github.com/lethe-io/lethe/proofs"
@@ -29,6 +31,8 @@ import (
 //   - Namespace (namespace), Scope (scope, a path such as acme/prod) and
 //     UserID (user_id): where it belongs and whom it is about.
 //   - Tags (tags) and Metadata (metadata).
+//   - Embedding (embedding): an optional vector for vector recall, of the
+//     memory's fixed dimension, sealed with the payload.
 //   - Importance and Confidence (importance, confidence): in [0,1]; a zero
 //     Confidence means "not given" and is stored as 1.
 //   - Salience (salience), Pinned (pinned), Archived (archived): the
@@ -37,11 +41,13 @@ import (
 //     superseded_by): time and version chain.
 //   - LastRetrievedAt and RetrievalCount (last_retrieved_at,
 //     retrieval_count): retrieval statistics, set by lethe.
+//   - Score (score): in a text or vector recall's answer, the grain's rank
+//     (relevance times the retrieval-time decay).
 //   - Erased (erased): in a History, a version whose key was erased; such
 //     a Grain has only Hash set.
 //
-// Subject, Relation, Object, Content, UserID, Tags and Metadata are
-// personal: sealed at rest, found through blind tokens, never logged.
+// Subject, Relation, Object, Content, UserID, Tags, Metadata and Embedding
+// are personal: sealed at rest, found through blind tokens, never logged.
 type Grain = grains.Grain
 
 // Query selects grains for Recall.
@@ -93,7 +99,8 @@ type DB struct {
 	cleanKick   chan struct{}
 	stopCleaner func()
 
-	sweep *sweep.Sweeper
+	sweep  *sweep.Sweeper
+	search *searcher
 }
 
 // ErrClosed is returned by calls on a closed DB.
@@ -313,4 +320,50 @@ func tlogProof(p *Proof) (string, error) {
 		return "", grains.Wrap(grains.CodeInternal, "encode the proof as a tlog-proof", err)
 	}
 	return string(b), nil
+}
+
+// searcher holds the search state of a DB: text statistics, embedding
+// dimensions and the in-memory vector indexes, per memory.
+type searcher struct {
+	mu    sync.Mutex
+	stats map[string]textStats
+	dims  map[string]int
+	vecs  map[string]*vectorIndex
+
+	noText atomic.Bool // benchmarks only: write no postings (see export_test.go)
+}
+
+type textStats struct {
+	docs  int64
+	avgdl float64
+	at    time.Time
+}
+
+// vectorIndex is one memory's vectors, loaded from the sealed rows on first
+// use and kept up to date by id.
+type vectorIndex struct {
+	mu     sync.Mutex // held while loading
+	set    *search.Set
+	last   int64 // the highest grain id read
+	synced time.Time
+}
+
+func newSearcher() *searcher {
+	return &searcher{stats: map[string]textStats{}, dims: map[string]int{}, vecs: map[string]*vectorIndex{}}
+}
+
+// index adds g's text postings and embedding dimension to its row.
+// The postings are blind: a term's token is its HMAC under the scope's
+// index key.
+func (s *searcher) index(row *store.GrainRow, c *keys.Chain, g *Grain) {
+	row.Dim = len(g.Embedding)
+	if s.noText.Load() {
+		return
+	}
+	d := search.Terms(g.Subject, g.Object, g.Content)
+	row.DocLen, row.Dim = d.Len, len(g.Embedding)
+	row.Terms = make([]store.TermRow, 0, len(d.Terms))
+	for t, n := range d.Terms {
+		row.Terms = append(row.Terms, store.TermRow{Token: c.Index.Token(index.Term, []byte(t)), TF: n, DL: d.Len})
+	}
 }

@@ -118,6 +118,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		cleanKick: make(chan struct{}, 1),
 	}
 	db.sealer = sealing.New(db.ring)
+	db.search = newSearcher()
+	db.sealer.Index = db.search.index
 	if err := db.openAudit(ctx, &cfg); err != nil {
 		st.Close()
 		return nil, err

@@ -6,14 +6,11 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/index"
-	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/store"
 )
@@ -35,52 +32,6 @@ const statsTTL = 10 * time.Second
 // the store's list of grains with an embedding, dropping those deleted
 // since (a search drops those it meets at once).
 const vectorResync = 30 * time.Second
-
-// searcher holds the search state of a DB: text statistics, embedding
-// dimensions and the in-memory vector indexes, per memory.
-type searcher struct {
-	mu    sync.Mutex
-	stats map[string]textStats
-	dims  map[string]int
-	vecs  map[string]*vectorIndex
-
-	noText atomic.Bool // benchmarks only: write no postings (see export_test.go)
-}
-
-type textStats struct {
-	docs  int64
-	avgdl float64
-	at    time.Time
-}
-
-// vectorIndex is one memory's vectors, loaded from the sealed rows on first
-// use and kept up to date by id.
-type vectorIndex struct {
-	mu     sync.Mutex // held while loading
-	set    *search.Set
-	last   int64 // the highest grain id read
-	synced time.Time
-}
-
-func newSearcher() *searcher {
-	return &searcher{stats: map[string]textStats{}, dims: map[string]int{}, vecs: map[string]*vectorIndex{}}
-}
-
-// index adds g's text postings and embedding dimension to its row.
-// The postings are blind: a term's token is its HMAC under the scope's
-// index key.
-func (s *searcher) index(row *store.GrainRow, c *keys.Chain, g *Grain) {
-	row.Dim = len(g.Embedding)
-	if s.noText.Load() {
-		return
-	}
-	d := search.Terms(g.Subject, g.Object, g.Content)
-	row.DocLen, row.Dim = d.Len, len(g.Embedding)
-	row.Terms = make([]store.TermRow, 0, len(d.Terms))
-	for t, n := range d.Terms {
-		row.Terms = append(row.Terms, store.TermRow{Token: c.Index.Token(index.Term, []byte(t)), TF: n, DL: d.Len})
-	}
-}
 
 // checkDimensions checks the embeddings of a batch of one memory against
 // the memory's dimension, fixing it on the first embedding.
@@ -221,10 +172,7 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 		page.Grains = append(page.Grains, found[i])
 		kept = append(kept, ids[i])
 	}
-	db.trigger(q.Memory, TriggerQueryComplete)
-	if len(kept) > 0 {
-		db.trackRetrievals(now, kept)
-	}
+	db.sweep.Searched(q.Memory, now, kept)
 	return page, nil
 }
 
@@ -265,7 +213,7 @@ func (db *DB) collect(ctx context.Context, q *Query, f *store.Filter, terms []st
 		}
 		db.observe(rows) // before open: an erase seen here empties the key cache
 		for i := range rows {
-			g, err := db.open(ctx, &rows[i])
+			g, err := db.sealer.Open(ctx, &rows[i])
 			if grains.ErrorCode(err) == grains.CodeErased {
 				if vecs != nil {
 					vecs.set.Remove(rows[i].ID)
@@ -283,7 +231,7 @@ func (db *DB) collect(ctx context.Context, q *Query, f *store.Filter, terms []st
 				c.vector = search.Cosine(q.Embedding, g.Embedding) // the sealed vector, not the index's copy
 			}
 			rel := relevance(c.text, bestText, c.vector, hasText, hasVector)
-			g.Score = db.forget.policy.Retrieval.Rank(rel, forgetting.FactsOf(g), now)
+			g.Score = db.sweep.Policy().Retrieval.Rank(rel, forgetting.FactsOf(g), now)
 			found = append(found, *g)
 			ids = append(ids, rows[i].ID)
 		}
@@ -444,7 +392,7 @@ func (db *DB) vectors(ctx context.Context, memory string) (*vectorIndex, error) 
 		}
 		db.observe(rows)
 		for j := range rows {
-			g, err := db.open(ctx, &rows[j])
+			g, err := db.sealer.Open(ctx, &rows[j])
 			if grains.ErrorCode(err) == grains.CodeErased {
 				continue
 			}

@@ -22,7 +22,12 @@ import (
 
 // Sealer seals and opens grains under the key chains of a keyring. It is
 // safe for concurrent use.
-type Sealer struct{ ring *keys.Keyring }
+type Sealer struct {
+	ring *keys.Keyring
+	// Index, if set, adds a row's search postings (see the root's search.go)
+	// from its chain and grain, as the row is built.
+	Index func(row *store.GrainRow, c *keys.Chain, g *grains.Grain)
+}
 
 // New returns a Sealer over ring.
 func New(ring *keys.Keyring) *Sealer { return &Sealer{ring: ring} }
@@ -58,6 +63,9 @@ func (s *Sealer) rowOf(ctx context.Context, g *grains.Grain) (*store.GrainRow, *
 	}
 	for _, t := range g.Tags {
 		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
+	}
+	if s.Index != nil {
+		s.Index(row, c, g)
 	}
 	return row, c, payload, nil
 }

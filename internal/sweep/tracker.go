@@ -37,6 +37,16 @@ func (s *Sweeper) Recalled(q *grains.Query, gs []grains.Grain, ids []int64) {
 	s.trackRetrievals(now, ids)
 }
 
+// Searched records a ranked search's answer: the query trigger, and the
+// retrieval of the grains with row ids ids (search ranks its answer
+// itself, by relevance times decay).
+func (s *Sweeper) Searched(memory string, now time.Time, ids []int64) {
+	s.trigger(memory, forgetting.TriggerQueryComplete)
+	if len(ids) > 0 {
+		s.trackRetrievals(now.UTC(), ids)
+	}
+}
+
 // rank orders gs by relevance (1 for every exact match) times the
 // retrieval score, highest first; ties keep their order (newest first).
 // Pinned grains score 1.
