@@ -14,6 +14,7 @@ import (
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/mcp"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 func openDB(t testing.TB) *lethe.DB {
@@ -552,6 +553,19 @@ func TestEraseTools(t *testing.T) {
 		if proof["format"] != "lethe.proof/v1" {
 			t.Errorf("proof: %v", out.Proof)
 		}
+		// The same proof as a tlog-proof file, which lethe verify reads.
+		tp, err := proofs.ParseAnyProof([]byte(out.TlogProof))
+		if err != nil {
+			t.Fatalf("tlog_proof %q: %v", out.TlogProof, err)
+		}
+		b, _ := json.Marshal(out.Proof)
+		jp, err := proofs.ParseAnyProof(b)
+		if err != nil {
+			t.Fatalf("proof: %v", err)
+		}
+		if tp.LeafIndex != jp.LeafIndex || tp.TreeSize != jp.TreeSize || !slices.Equal(tp.Leaf, jp.Leaf) {
+			t.Errorf("tlog_proof (leaf %d, size %d) and proof (leaf %d, size %d) differ", tp.LeafIndex, tp.TreeSize, jp.LeafIndex, jp.TreeSize)
+		}
 	}
 	if _, err := db.Get(ctx, "", h); lethe.ErrorCode(err) == "" {
 		t.Error("the erased user's grain still reads")
@@ -650,5 +664,35 @@ func TestLockConfinement(t *testing.T) {
 	}
 	if len(mine) == 0 {
 		t.Fatal("no call succeeded: the test exercised nothing")
+	}
+}
+
+// The recall tool searches by text and by vector as the library does, and
+// what a crypto-erasure took is never found again.
+func TestSearchTools(t *testing.T) {
+	db := openDB(t)
+	cs := connect(t, mcp.Config{Library: db, Eraser: db})
+	tea := ok[mcp.AddOutput](t, cs, "add", m{"type": "fact", "content": "Ada is allergic to penicillin", "user_id": "ada",
+		"embedding": []float32{1, 0, 0}}).Hash
+	ok[mcp.AddOutput](t, cs, "add", m{"type": "fact", "content": "Bob drinks green tea every morning", "user_id": "bob",
+		"embedding": []float32{0, 1, 0}})
+	p := ok[mcp.RecallOutput](t, cs, "recall", m{"query": "penicillin allergies"})
+	if p.Count != 1 || p.Grains[0].Hash != tea || p.Grains[0].Score <= 0 {
+		t.Fatalf("recall query: %+v", p)
+	}
+	p = ok[mcp.RecallOutput](t, cs, "recall", m{"embedding": []float32{0.9, 0.1, 0}, "limit": 1})
+	if p.Count != 1 || p.Grains[0].Hash != tea {
+		t.Fatalf("recall embedding: %+v", p)
+	}
+	if e := failed(t, cs, "add", m{"type": "fact", "content": "x", "embedding": []float32{1, 2}}); e.Code != "dimension_mismatch" {
+		t.Errorf("add with another dimension: %+v", e)
+	}
+	ok[mcp.ErasureOutput](t, cs, "forget_user", m{"user_id": "ada"})
+	for _, q := range []m{{"query": "penicillin"}, {"embedding": []float32{1, 0, 0}}} {
+		for _, g := range ok[mcp.RecallOutput](t, cs, "recall", q).Grains {
+			if g.Hash == tea {
+				t.Errorf("recall %v after ada's erasure returns her grain", q)
+			}
+		}
 	}
 }

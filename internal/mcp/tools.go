@@ -29,12 +29,13 @@ type GrainFields struct {
 	Importance float64           `json:"importance,omitempty" jsonschema:"0 to 1; at or above the policy's threshold (0.9 by default) the grain is protected from forget"`
 	Confidence float64           `json:"confidence,omitempty" jsonschema:"0 to 1 (default 1)"`
 	Pinned     bool              `json:"pinned,omitempty" jsonschema:"pinned grains never decay and are protected from forget"`
+	Embedding  []float32         `json:"embedding,omitempty" jsonschema:"an optional vector for vector recall; every embedding of a memory has the dimension of its first"`
 }
 
 func (f *GrainFields) grain(memory string) lethe.Grain {
 	return lethe.Grain{Memory: memory, Type: f.Type, Subject: f.Subject, Relation: f.Relation, Object: f.Object,
 		Content: f.Content, Namespace: f.Namespace, Scope: f.Scope, UserID: f.UserID, Tags: f.Tags,
-		Metadata: f.Metadata, Importance: f.Importance, Confidence: f.Confidence, Pinned: f.Pinned}
+		Metadata: f.Metadata, Importance: f.Importance, Confidence: f.Confidence, Pinned: f.Pinned, Embedding: f.Embedding}
 }
 
 // AddInput is the add tool's input.
@@ -51,19 +52,21 @@ type AddOutput struct {
 // RecallInput is the recall tool's input: every filter of the library's
 // Query.
 type RecallInput struct {
-	Memory            string   `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
-	Subject           string   `json:"subject,omitempty"`
-	Relation          string   `json:"relation,omitempty"`
-	Object            string   `json:"object,omitempty"`
-	Type              string   `json:"type,omitempty"`
-	Namespace         string   `json:"namespace,omitempty"`
-	Scope             string   `json:"scope,omitempty" jsonschema:"a scope prefix: acme matches acme, acme/prod and below"`
-	UserID            string   `json:"user_id,omitempty"`
-	Tags              []string `json:"tags,omitempty" jsonschema:"every tag must be present"`
-	IncludeSuperseded bool     `json:"include_superseded,omitempty"`
-	IncludeArchived   bool     `json:"include_archived,omitempty"`
-	Limit             int      `json:"limit,omitempty" jsonschema:"page size, 1 to 1000 (default 100)"`
-	Cursor            string   `json:"cursor,omitempty" jsonschema:"the next of the previous page"`
+	Memory            string    `json:"memory,omitempty" jsonschema:"memory name (default: the session's)"`
+	Subject           string    `json:"subject,omitempty"`
+	Relation          string    `json:"relation,omitempty"`
+	Object            string    `json:"object,omitempty"`
+	Type              string    `json:"type,omitempty"`
+	Namespace         string    `json:"namespace,omitempty"`
+	Scope             string    `json:"scope,omitempty" jsonschema:"a scope prefix: acme matches acme, acme/prod and below"`
+	UserID            string    `json:"user_id,omitempty"`
+	Tags              []string  `json:"tags,omitempty" jsonschema:"every tag must be present"`
+	IncludeSuperseded bool      `json:"include_superseded,omitempty"`
+	IncludeArchived   bool      `json:"include_archived,omitempty"`
+	Query             string    `json:"query,omitempty" jsonschema:"text search over subject, object and content (BM25 over blind word tokens); results carry a score"`
+	Embedding         []float32 `json:"embedding,omitempty" jsonschema:"vector recall: the nearest grains by cosine similarity; with query, a hybrid rank"`
+	Limit             int       `json:"limit,omitempty" jsonschema:"page size, 1 to 1000 (default 100)"`
+	Cursor            string    `json:"cursor,omitempty" jsonschema:"the next of the previous page (not with query or embedding: a search answers one page)"`
 }
 
 // RecallOutput is one page of grains.
@@ -168,6 +171,7 @@ type ErasureOutput struct {
 	SubjectNonce   string    `json:"subject_nonce,omitempty" jsonschema:"opens the subject commitment in the audit leaf; stored nowhere else"`
 	Pending        bool      `json:"pending"`
 	Proof          any       `json:"proof,omitempty" jsonschema:"the signed erasure proof (lethe.proof/v1), verifiable offline with lethe verify"`
+	TlogProof      string    `json:"tlog_proof,omitempty" jsonschema:"the same proof as a c2sp.org/tlog-proof@v1 text file, with witness cosignatures"`
 }
 
 // tool builds a tool with its annotations.
@@ -185,7 +189,8 @@ func (h *handlers) addTools(s *sdk.Server) {
 		false, false, true), h.add)
 	sdk.AddTool(s, tool("recall", "Recall grains",
 		"Find grains by subject, relation, object, type, namespace, scope prefix, user and tags, one page at a time "+
-			"(newest first; with filters, ranked by relevance and retrieval decay). Superseded and archived grains only on request. "+
+			"(newest first; with filters, ranked by relevance and retrieval decay), or search them by text (query) and by vector "+
+			"(embedding), combinable with every filter and ranked by score. Superseded and archived grains only on request. "+
 			"Recall changes no grain, but records the retrieval (count, time, salience) that the forgetting policies use, "+
 			"and on a server that schedules policies it may start the archive ladder.",
 		true, false, true), h.recall)
@@ -245,7 +250,8 @@ func (h *handlers) recall(ctx context.Context, req *sdk.CallToolRequest, in Reca
 	}
 	q := lethe.Query{Memory: memory, Subject: in.Subject, Relation: in.Relation, Object: in.Object, Type: in.Type,
 		Namespace: in.Namespace, Scope: in.Scope, UserID: in.UserID, Tags: in.Tags,
-		IncludeSuperseded: in.IncludeSuperseded, IncludeArchived: in.IncludeArchived, Limit: in.Limit, Cursor: in.Cursor}
+		IncludeSuperseded: in.IncludeSuperseded, IncludeArchived: in.IncludeArchived, Limit: in.Limit, Cursor: in.Cursor,
+		Text: in.Query, Embedding: in.Embedding}
 	if q.Namespace, err = h.namespace(q.Namespace); err != nil {
 		return nil, nil, h.fail("recall", err)
 	}
@@ -611,7 +617,7 @@ func (h *handlers) sweep(ctx context.Context, memory string, out *ForgetOutput) 
 func (h *handlers) erasureOut(e *lethe.Erasure) (*ErasureOutput, error) {
 	out := &ErasureOutput{Count: e.Count, KeyFingerprint: e.KeyFingerprint, Timestamp: e.Timestamp}
 	if e.Receipt != nil {
-		out.EventID, out.SubjectNonce, out.Pending = e.EventID, e.SubjectNonce, e.Pending
+		out.EventID, out.SubjectNonce, out.Pending, out.TlogProof = e.EventID, e.SubjectNonce, e.Pending, e.TlogProof
 		if e.Proof != nil {
 			b, err := json.Marshal(e.Proof)
 			if err != nil {
