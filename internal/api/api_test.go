@@ -790,6 +790,23 @@ func testAudit(f *fixture) {
 	}
 	a = f.call(auditor, "GET", fmt.Sprintf("/api/audit/proof?index=%d&size=%d", p.LeafIndex, p.TreeSize), nil)
 	f.want(a, 200, "")
+	// The same proof as a tlog-proof file: it parses to the same leaf and
+	// tree, and verifies.
+	a = f.call(auditor, "GET", "/api/audit/proof?format=tlog-proof&event="+res.EventID, nil)
+	if a.status != 200 || !strings.HasPrefix(a.header.Get("Content-Type"), "text/plain") {
+		f.t.Fatalf("tlog-proof: %d %q", a.status, a.body)
+	}
+	tp, err := proofs.ParseTlogProof(a.body)
+	if err != nil {
+		f.t.Fatalf("tlog-proof: %v", err)
+	}
+	if tp.LeafIndex != p.LeafIndex || tp.TreeSize != p.TreeSize || string(tp.Leaf) != string(p.Leaf) {
+		f.t.Errorf("tlog-proof leaf %d of %d, JSON proof leaf %d of %d", tp.LeafIndex, tp.TreeSize, p.LeafIndex, p.TreeSize)
+	}
+	if _, err := proofs.Verify(tp, proofs.VerifyOptions{LogKey: key.Key}); err != nil {
+		f.t.Errorf("tlog-proof does not verify: %v", err)
+	}
+	f.want(f.call(auditor, "GET", "/api/audit/proof?format=xml&event="+res.EventID, nil), 400, "invalid_argument")
 
 	a = f.call(auditor, "GET", "/api/audit/checkpoint", nil)
 	if a.status != 200 || !strings.HasPrefix(a.header.Get("Content-Type"), "text/plain") || !strings.Contains(string(a.body), "\n\n") {

@@ -70,10 +70,16 @@ func (s *Server) auditEntry(c *gin.Context) {
 }
 
 // auditProof answers GET /api/audit/proof?event=ID, or ?index=N[&size=S]
-// (size 0 or absent: the latest checkpoint). An event not yet covered by a
-// signed checkpoint answers 202 with code pending.
+// (size 0 or absent: the latest checkpoint), as lethe.proof/v1 JSON or,
+// with format=tlog-proof, as a c2sp.org/tlog-proof@v1 text file. An event
+// not yet covered by a signed checkpoint answers 202 with code pending.
 func (s *Server) auditProof(c *gin.Context) {
 	ctx := c.Request.Context()
+	format := c.DefaultQuery("format", "json")
+	if format != "json" && format != "tlog-proof" {
+		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "format", "json or tlog-proof"))
+		return
+	}
 	event, hasEvent := c.GetQuery("event")
 	index, hasIndex := c.GetQuery("index")
 	size, hasSize := c.GetQuery("size")
@@ -104,6 +110,15 @@ func (s *Server) auditProof(c *gin.Context) {
 	}
 	if err != nil {
 		s.fail(c, err)
+		return
+	}
+	if format == "tlog-proof" {
+		b, err := p.MarshalTlogProof()
+		if err != nil {
+			s.fail(c, grains.Wrap(lethe.CodeInternal, "encode the proof as a tlog-proof", err))
+			return
+		}
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", b)
 		return
 	}
 	c.JSON(http.StatusOK, p)
