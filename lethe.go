@@ -144,7 +144,6 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 	return db.sealer.Open(ctx, r)
 }
 
-
 // Recall returns the grains matching q one page at a time. Pages follow
 // the grains newest first, so cursors are stable; within a page, a query
 // with any filter is ranked by relevance (1 for every exact match) times
