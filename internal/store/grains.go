@@ -710,6 +710,14 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 	// more than the query itself. The statement is prepared once, in
 	// gorm's cache of prepared statements.
 	q, args := db.findQuery(&f)
+	return db.queryFound(ctx, &f, q, args)
+}
+
+// queryFound runs q, a SELECT of foundColumns (packedColumns on SQLite) for
+// filter f, scans its rows by hand and, with f.CheckScopeGen set, fails
+// with ErrStaleScopes if the memory's scope generation moved since f's
+// tokens were made.
+func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any) ([]GrainRow, error) {
 	res, err := db.gorm.ConnPool.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, translate(err, "find grains")

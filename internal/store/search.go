@@ -277,38 +277,5 @@ func (db *DB) GrainsByIDs(ctx context.Context, f Filter, ids []int64) ([]GrainRo
 	}
 	q := "SELECT " + cols + " FROM grains WHERE id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") AND " + cond
 	all := append(append([]any{f.Memory, f.Memory}, anys(ids)...), args...)
-	res, err := db.gorm.ConnPool.QueryContext(ctx, db.rebind(q), all...)
-	if err != nil {
-		return nil, translate(err, "find grains")
-	}
-	defer res.Close()
-	var out []GrainRow
-	for res.Next() {
-		out = append(out, GrainRow{})
-		var err error
-		if db.dialect == SQLite {
-			err = scanPacked(res, &out[len(out)-1], f.Memory)
-		} else {
-			err = scanFound(res, &out[len(out)-1])
-		}
-		if err != nil {
-			return nil, translate(err, "find grains")
-		}
-	}
-	if err := res.Err(); err != nil {
-		return nil, translate(err, "find grains")
-	}
-	res.Close()
-	if f.CheckScopeGen {
-		gen := int64(0)
-		if len(out) > 0 {
-			gen = out[0].ScopeGen
-		} else if gen, err = db.ScopeGeneration(ctx, f.Memory); err != nil {
-			return nil, err
-		}
-		if gen != f.ScopeGen {
-			return nil, ErrStaleScopes
-		}
-	}
-	return out, nil
+	return db.queryFound(ctx, &f, db.rebind(q), all)
 }
