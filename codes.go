@@ -56,4 +56,19 @@ const (
 	// Recall when an embedding's dimension differs from its memory's (fixed
 	// by the first embedding written there).
 	CodeDimensionMismatch = grains.CodeDimensionMismatch
+	// CodeNoChain is returned by ExportHistory when neither the store nor
+	// the audit log knows a version chain matching the selector (the HTTP
+	// API answers 404).
+	CodeNoChain = grains.CodeNoChain
+	// CodeURLRefused is returned by AddHook for a URL whose host is, or
+	// resolves to, a loopback, private, link-local, metadata or other
+	// internal address (unless HooksConfig.AllowPrivate).
+	CodeURLRefused = grains.CodeURLRefused
+	// CodeFourEyes is returned when the token that filed an erasure request
+	// tries to approve it: approval needs a second token (four eyes).
+	CodeFourEyes = grains.CodeFourEyes
+	// CodeInvalidState is returned when an erasure request's status does
+	// not allow the call: approving a rejected request, executing one not
+	// approved, executing or rejecting one already executed.
+	CodeInvalidState = grains.CodeInvalidState
 )

@@ -11,8 +11,10 @@ import (
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/requests"
 	"github.com/lethe-io/lethe/internal/sealing"
 	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/store"
@@ -43,6 +45,8 @@ import (
 //     retrieval_count): retrieval statistics, set by lethe.
 //   - Score (score): in a text or vector recall's answer, the grain's rank
 //     (relevance times the retrieval-time decay).
+//   - Scores (scores): in a recall's answer, the forgetting policies'
+//     scores of the grain (retrieval, faded salience, retention).
 //   - Erased (erased): in a History, a version whose key was erased; such
 //     a Grain has only Hash set.
 //
@@ -101,6 +105,13 @@ type DB struct {
 
 	sweep  *sweep.Sweeper
 	search *searcher
+
+	hookGuard  hooks.Guard   // checks hook URLs
+	hookEngine *hooks.Engine // nil unless HooksConfig.Deliver
+	requests   *requests.Workflow
+	// afterRelease runs after a hold of memory is released: the blocked
+	// erasure requests (set by Open).
+	afterRelease func(ctx context.Context, memory string)
 }
 
 // ErrClosed is returned by calls on a closed DB.

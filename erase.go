@@ -24,8 +24,36 @@ type Erasure struct {
 	// destroyed (0 when the KEK does not say): once a KEK trim removes
 	// every version up to it, no copy of those keys can be unwrapped.
 	KEKVersion uint64 `json:"kek_version,omitempty"`
+	// DryRun says nothing was destroyed: Count and KeyFingerprint are what
+	// the erasure would destroy, and HeldBy the hold that would refuse it.
+	DryRun bool   `json:"dry_run,omitempty"`
+	HeldBy string `json:"held_by,omitempty"`
 	*Receipt
 }
+
+// EraseOption changes an erasure (ForgetUser, EraseScope, EraseMemory).
+type EraseOption func(*EraseOptions)
+
+// EraseOptions are the options of an erasure, as its EraseOptions set
+// them; see [EraseOptionsOf].
+type EraseOptions struct {
+	DryRun bool
+}
+
+// EraseOptionsOf returns the options opts set (for a client that passes
+// them on).
+func EraseOptionsOf(opts ...EraseOption) EraseOptions {
+	var o EraseOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// DryRun makes an erasure report what it would destroy (the count of
+// grains, the key's fingerprint, and the legal hold that would refuse it)
+// and change nothing: no key destroyed, no audit event.
+func DryRun() EraseOption { return func(o *EraseOptions) { o.DryRun = true } }
 
 // maxLeafKeys bounds the fingerprints an erase event lists (the erased key
 // first, then keys below it).
@@ -34,32 +62,49 @@ const maxLeafKeys = 64
 // ForgetUser crypto-erases a user of memory: it destroys the user's data
 // key, so every grain of that user, in every scope, becomes unreadable at
 // once. Writing again for the same user id creates a new key.
-func (db *DB) ForgetUser(ctx context.Context, memory, userID string) (*Erasure, error) {
+func (db *DB) ForgetUser(ctx context.Context, memory, userID string, opts ...EraseOption) (*Erasure, error) {
+	spec, err := db.userErase(ctx, memory, userID)
+	if err != nil {
+		return nil, err
+	}
+	return db.erase(ctx, spec.EraseSpec, spec.Subject, proofs.NewNonce(), opts...)
+}
+
+// userSpec is the erase of userID in memory, which it validates.
+type userSpec struct {
+	store.EraseSpec
+	// Subject is the normalised user id, for the commitment.
+	Subject string
+}
+
+// userErase returns the erase of userID in memory: not_found when the
+// memory holds no keys.
+func (db *DB) userErase(ctx context.Context, memory, userID string) (userSpec, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
-		return nil, err
+		return userSpec{}, err
 	}
 	if strings.TrimSpace(userID) == "" {
-		return nil, &grains.Error{Code: grains.CodeEmptySelector, Field: "user_id", Message: "name the user to erase"}
+		return userSpec{}, &grains.Error{Code: grains.CodeEmptySelector, Field: "user_id", Message: "name the user to erase"}
 	}
 	if err := grains.ValidateUserID(userID); err != nil {
-		return nil, err
+		return userSpec{}, err
 	}
 	userID = grains.NormalizeText(userID)
 	ref, err := db.ring.UserRef(ctx, memory, userID)
 	if errors.Is(err, keys.ErrNoKey) {
-		return nil, grains.Errorf(grains.CodeNotFound, "nothing to erase: memory %s holds no keys", memory)
+		return userSpec{}, grains.Errorf(grains.CodeNotFound, "nothing to erase: memory %s holds no keys", memory)
 	}
 	if err != nil {
-		return nil, err
+		return userSpec{}, err
 	}
-	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindUser, Name: hex.EncodeToString(ref), UserRef: ref}, userID)
+	return userSpec{store.EraseSpec{Memory: memory, Kind: keys.KindUser, Name: hex.EncodeToString(ref), UserRef: ref}, userID}, nil
 }
 
 // EraseScope crypto-erases a scope path of memory and everything below it:
 // erasing acme/prod makes the grains of acme/prod and acme/prod/bot1
 // unreadable, whatever their user.
-func (db *DB) EraseScope(ctx context.Context, memory, path string) (*Erasure, error) {
+func (db *DB) EraseScope(ctx context.Context, memory, path string, opts ...EraseOption) (*Erasure, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
 		return nil, err
@@ -72,22 +117,28 @@ func (db *DB) EraseScope(ctx context.Context, memory, path string) (*Erasure, er
 	if path, err = grains.CleanScope(path); err != nil {
 		return nil, err
 	}
-	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindScope, Name: path}, path)
+	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindScope, Name: path}, path, proofs.NewNonce(), opts...)
 }
 
 // EraseMemory crypto-erases a whole memory: its key, and with it every
 // scope and user key and every grain.
-func (db *DB) EraseMemory(ctx context.Context, memory string) (*Erasure, error) {
+func (db *DB) EraseMemory(ctx context.Context, memory string, opts ...EraseOption) (*Erasure, error) {
 	if err := grains.ValidateMemory(memory); err != nil {
 		return nil, err
 	}
-	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindMemory}, memory)
+	return db.erase(ctx, store.EraseSpec{Memory: memory, Kind: keys.KindMemory}, memory, proofs.NewNonce(), opts...)
 }
 
-func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (*Erasure, error) {
+// erase destroys the key spec names, with a key.erase event whose subject
+// commitment is of subject under nonce. With spec.Request it executes an
+// erasure request: the event names it, and a refusal under a hold is the
+// caller's to record.
+func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string, nonce []byte, opts ...EraseOption) (*Erasure, error) {
 	now := db.now().UTC()
 	spec.Now = now.UnixMicro()
-	nonce := proofs.NewNonce()
+	if EraseOptionsOf(opts...).DryRun {
+		return db.dryErase(ctx, spec, now)
+	}
 	var leaf []byte
 	var eventID string
 	var kekVersion uint64
@@ -108,10 +159,17 @@ func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (
 				l.KeyFingerprints = append(l.KeyFingerprints, k.Fingerprint)
 			}
 			l.Commitment = proofs.Commitment(nonce, subject)
+			if spec.Request != nil {
+				l.Request = spec.Request.ID
+				spec.Request.KEKVersion = kekVersion
+			}
 		})
 		leaf, eventID = ev.Leaf, ev.ID
 		return []store.Event{ev}, err
 	})
+	if err != nil && spec.Request != nil {
+		return nil, err
+	}
 	if err != nil {
 		return nil, db.refused(ctx, spec.Memory, err)
 	}
@@ -128,6 +186,27 @@ func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string) (
 	return &Erasure{Count: er.Count, KeyFingerprint: er.Fingerprint, Timestamp: now.Truncate(time.Second), KEKVersion: kekVersion, Receipt: r}, nil
 }
 
+// dryErase runs the erasure spec names and rolls it back: what it would
+// destroy, or the hold that would refuse it, with nothing destroyed or
+// audited.
+func (db *DB) dryErase(ctx context.Context, spec store.EraseSpec, now time.Time) (*Erasure, error) {
+	er, err := db.store.EraseKey(ctx, spec, func(context.Context, *store.Erasure) ([]store.Event, error) {
+		return nil, store.ErrDryRun
+	})
+	var held *store.HeldBy
+	if !errors.Is(err, store.ErrDryRun) && !errors.As(err, &held) {
+		return nil, err
+	}
+	out := &Erasure{DryRun: true, Timestamp: now.Truncate(time.Second)}
+	if er != nil {
+		out.Count, out.KeyFingerprint = er.Count, er.Fingerprint
+	}
+	if held != nil {
+		out.HeldBy = held.HoldID
+	}
+	return out, nil
+}
+
 // destroyer is a KEK that can destroy the KEK of one data key (Vault
 // transit in dedicated-key mode).
 type destroyer interface {
@@ -137,6 +216,11 @@ type destroyer interface {
 func (db *DB) destroyDedicated(ctx context.Context, destroyed []keys.Record) {
 	d, ok := db.kek.(destroyer)
 	if !ok {
+		return
+	}
+	// A shared transit key wraps every data key: there is nothing of one
+	// key's own to delete (Destroy would refuse and warn on every erase).
+	if m, ok := db.kek.(interface{ Dedicated() bool }); ok && !m.Dedicated() {
 		return
 	}
 	for _, k := range destroyed {
@@ -213,7 +297,9 @@ func (db *DB) SetHold(ctx context.Context, spec HoldSpec) (*Hold, error) {
 	return holdOf(row), nil
 }
 
-// ReleaseHold releases an active hold.
+// ReleaseHold releases an active hold. The erasure requests of memory that
+// a hold blocked then run (see ExecuteErasureRequest), in this call, under
+// its context's actor; one still refused by another hold stays blocked.
 func (db *DB) ReleaseHold(ctx context.Context, memory, id string) error {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
@@ -230,6 +316,9 @@ func (db *DB) ReleaseHold(ctx context.Context, memory, id string) error {
 		return err
 	}
 	db.journal.Committed()
+	if db.afterRelease != nil {
+		db.afterRelease(ctx, memory)
+	}
 	return nil
 }
 

@@ -68,10 +68,9 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 		return nil, err
 	}
 	userID = grains.NormalizeText(userID)
-	rcpt, err := age.ParseX25519Recipient(strings.TrimSpace(recipient))
+	rcpt, err := parseRecipient(recipient)
 	if err != nil {
-		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "recipient", Message: "not an age X25519 recipient",
-			Hint: "generate one with age-keygen and pass its public key (age1...)"}
+		return nil, err
 	}
 	doc := Export{Format: ExportFormat, Memory: memory, UserID: userID, ExportedAt: db.now().UTC().Truncate(time.Second), Grains: []Grain{}}
 	q := Query{Memory: memory, UserID: userID, IncludeSuperseded: true, IncludeArchived: true, Limit: grains.MaxLimit}
@@ -91,20 +90,9 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 	if err != nil {
 		return nil, grains.Wrap(grains.CodeInternal, "encode export", err)
 	}
-	var out bytes.Buffer
-	aw := armor.NewWriter(&out)
-	w, err := age.Encrypt(aw, rcpt)
-	if err == nil {
-		_, err = w.Write(plain)
-	}
-	if err == nil {
-		err = w.Close()
-	}
-	if err == nil {
-		err = aw.Close()
-	}
+	out, err := encryptArmored(rcpt, plain)
 	if err != nil {
-		return nil, grains.Wrap(grains.CodeInternal, "encrypt export", err)
+		return nil, err
 	}
 	hashes := make([]string, len(doc.Grains))
 	for i := range doc.Grains {
@@ -125,7 +113,7 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 	if err := db.journal.Append(ctx, ev); err != nil {
 		return nil, err
 	}
-	return &SubjectExport{Data: out.Bytes(), EventID: ev.ID, SubjectNonce: hex.EncodeToString(nonce)}, nil
+	return &SubjectExport{Data: out, EventID: ev.ID, SubjectNonce: hex.EncodeToString(nonce)}, nil
 }
 
 // RecipientFingerprint is how a subject.export event names the recipient an
@@ -135,4 +123,35 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 func RecipientFingerprint(recipient string) string {
 	sum := sha256.Sum256([]byte("lethe/recipient/v1\x00" + recipient))
 	return hex.EncodeToString(sum[:])
+}
+
+// parseRecipient parses an age X25519 recipient ("age1...").
+func parseRecipient(recipient string) (*age.X25519Recipient, error) {
+	rcpt, err := age.ParseX25519Recipient(strings.TrimSpace(recipient))
+	if err != nil {
+		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "recipient", Message: "not an age X25519 recipient",
+			Hint: "generate one with age-keygen and pass its public key (age1...)"}
+	}
+	return rcpt, nil
+}
+
+// encryptArmored returns plain encrypted with age to rcpt, ASCII-armored:
+// a file the stock age tool opens with the recipient's identity.
+func encryptArmored(rcpt age.Recipient, plain []byte) ([]byte, error) {
+	var out bytes.Buffer
+	aw := armor.NewWriter(&out)
+	w, err := age.Encrypt(aw, rcpt)
+	if err == nil {
+		_, err = w.Write(plain)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil {
+		err = aw.Close()
+	}
+	if err != nil {
+		return nil, grains.Wrap(grains.CodeInternal, "encrypt export", err)
+	}
+	return out.Bytes(), nil
 }

@@ -102,6 +102,9 @@ type PurgeResult struct {
 	// Protected counts grains below the threshold that a protection rule
 	// keeps.
 	Protected int `json:"protected"`
+	// Pinned counts pinned grains the purge skipped: their retention is 1,
+	// and unpinned they would have been candidates.
+	Pinned int `json:"pinned"`
 	// Batches counts the transactions (grain.purge events) of the purge.
 	Batches int `json:"batches"`
 	// Hashes lists the forgotten hashes, sorted, at most 10,000; Truncated
@@ -213,7 +216,7 @@ func (db *DB) PurgeStale(ctx context.Context, opts PurgeOptions) (*PurgeResult, 
 		return nil, err
 	}
 	return &PurgeResult{DryRun: r.DryRun, Curve: r.Curve, Scanned: r.Scanned, Candidates: r.Candidates, Forgotten: r.Forgotten,
-		Held: r.Held, Protected: r.Protected, Batches: r.Batches, Hashes: r.Hashes, Truncated: r.Truncated, Events: r.Events,
+		Held: r.Held, Protected: r.Protected, Pinned: r.Pinned, Batches: r.Batches, Hashes: r.Hashes, Truncated: r.Truncated, Events: r.Events,
 		Receipt: (*Receipt)(r.Receipt)}, nil
 }
 

@@ -177,7 +177,18 @@ func (db *DB) rewrapAll(ctx context.Context, r rotator, vr versioner, latest int
 			return n, err
 		}
 		if len(page) == 0 {
-			return n, nil
+			// Hook secrets are wrapped by the KEK too.
+			m, err := db.rewrapHookSecrets(ctx, r.Rewrap, func(w []byte) bool {
+				if vr == nil {
+					return false
+				}
+				v, ok := vr.KEKVersion(w)
+				return ok && v >= latest
+			})
+			if err != nil {
+				return n + m, kekErr(err)
+			}
+			return n + m, nil
 		}
 		for _, k := range page {
 			after = k.ID

@@ -217,11 +217,21 @@ func (db *DB) find(ctx context.Context, q *Query) ([]store.GrainRow, error) {
 
 // Supersede writes g as the new version of the grain oldHash in g.Memory
 // and returns the new hash. The old grain stays, hidden from default
-// recall, linked both ways. g holds the new field values: every field g
-// leaves at its zero value carries forward from the old version (so
-// Supersede(h, Grain{Type: "fact", Object: "lyon"}) changes the object
-// only). Type is always required.
-func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, error) {
+// recall, linked both ways.
+//
+// g holds the new field values. A field is set when g gives it a value
+// other than its zero value (for Tags, Metadata and Embedding: not nil, so
+// an empty list clears the tags) or when set names it by its JSON name;
+// every other field carries forward from the old version. So
+// Supersede(ctx, h, Grain{Object: "lyon"}) changes the object only, and
+// Supersede(ctx, h, Grain{Confidence: 0}, "content", "confidence") clears
+// the content and sets the confidence to 0. The type carries forward when
+// g leaves it empty. Salience is not carried: the new version starts at 1,
+// or at g's salience when set. A name outside [grains.SettableFields]
+// (type, subject, relation, object, content, namespace, scope, user_id,
+// tags, metadata, embedding, importance, confidence, salience, pinned) is
+// an invalid_argument error.
+func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...string) (string, error) {
 	if g.Memory == "" {
 		g.Memory = grains.DefaultMemory
 	}
@@ -242,12 +252,15 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain) (string, e
 				Hint: "supersede the newest version; see its history"}
 		}
 	}
-	carry(&g, old)
+	if err := grains.Carry(&g, old, set); err != nil {
+		return "", err
+	}
+	zeros := grains.ExplicitZeros(&g, set)
 	if err := db.prepare(&g, db.now().UTC()); err != nil {
 		return "", err
 	}
-	if g.Scope == old.Scope && g.Type == old.Type && string(grains.DedupMaterial(&g)) == string(grains.DedupMaterial(old)) &&
-		g.Importance == old.Importance && g.Confidence == old.Confidence && g.Pinned == old.Pinned {
+	zeros.Restore(&g)
+	if grains.Unchanged(&g, old, set) {
 		return "", grains.Errorf(grains.CodeInvalidArgument, "the new version changes nothing")
 	}
 	if err := db.checkDimensions(ctx, []Grain{g}); err != nil {
@@ -319,15 +332,28 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 	return out, nil
 }
 
-// ForgetResult says what Forget removed. When it removed anything, the
-// embedded Receipt names the audit event and carries its proof.
+// ForgetResult says what Forget removed, or with Selector.DryRun would
+// remove. When it removed anything, the embedded Receipt names the audit
+// event and carries its proof.
 type ForgetResult struct {
-	// Count is the number of grains deleted, every version included.
+	// DryRun says nothing was changed: the result is what the forget
+	// would do.
+	DryRun bool `json:"dry_run,omitempty"`
+	// Count is the number of grains deleted (would be deleted), every
+	// version included.
 	Count int `json:"count"`
 	// Hashes are the deleted grains' hashes, sorted.
 	Hashes []string `json:"hashes"`
-	// Status is "forgotten", or "not_found" when nothing matched.
+	// Status is "forgotten", or "not_found" when nothing matched. A dry run
+	// answers "would_forget", "not_found", or the refusal the forget would
+	// meet: "held" (a legal hold covers a selected grain; see HeldBy) or
+	// "protected" (a protection rule keeps one; see Reason), with Count and
+	// Hashes what it selects.
 	Status string `json:"status"`
+	// HeldBy is the id of the hold that would refuse a dry run's forget.
+	HeldBy string `json:"held_by,omitempty"`
+	// Reason is the protection rule that would refuse a dry run's forget.
+	Reason string `json:"reason,omitempty"`
 	*Receipt
 }
 
@@ -354,12 +380,28 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 	if err := sel.Validate(); err != nil {
 		return nil, err
 	}
+	if sel.Narrowed() {
+		if err := db.narrow(ctx, &sel); err != nil {
+			return nil, err
+		}
+		if len(sel.Hashes) == 0 {
+			return &ForgetResult{DryRun: sel.DryRun, Hashes: []string{}, Status: "not_found"}, nil
+		}
+	}
 	hashes := sel.Hashes
 	if sel.Hash != "" {
 		hashes = []string{sel.Hash}
 	}
-	override, err := db.sweep.CheckForget(ctx, sel.Memory, hashes, force)
-	if err != nil {
+	var override bool
+	var protected error
+	var err error
+	if sel.DryRun {
+		if !force {
+			if _, protected, err = db.sweep.Protected(ctx, sel.Memory, hashes); err != nil {
+				return nil, err
+			}
+		}
+	} else if override, err = db.sweep.CheckForget(ctx, sel.Memory, hashes, force); err != nil {
 		return nil, err
 	}
 	// Forgetting by subject or user commits to what was named, so the caller
@@ -373,6 +415,9 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 	var leaf []byte
 	var eventID string
 	mk := func(ctx context.Context, d *store.Deletion) ([]store.Event, error) {
+		if sel.DryRun {
+			return nil, store.ErrDryRun // roll back: nothing deleted, nothing audited
+		}
 		if len(d.Hashes) == 0 {
 			return nil, nil
 		}
@@ -404,6 +449,9 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 		}
 		del, err = db.store.DeleteWhere(ctx, *f, db.now().UnixMicro(), mk)
 	}
+	if sel.DryRun {
+		return dryForget(del, err, protected)
+	}
 	if err != nil {
 		return nil, db.refused(ctx, sel.Memory, err)
 	}
@@ -424,30 +472,62 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 	return res, nil
 }
 
-// carry copies into g every field of old that g leaves at its zero value.
-func carry(g, old *Grain) {
-	for _, f := range []struct{ dst, src *string }{
-		{&g.Subject, &old.Subject}, {&g.Relation, &old.Relation}, {&g.Object, &old.Object},
-		{&g.Content, &old.Content}, {&g.Namespace, &old.Namespace}, {&g.Scope, &old.Scope}, {&g.UserID, &old.UserID},
-	} {
-		if *f.dst == "" {
-			*f.dst = *f.src
+// narrow turns sel, hashes narrowed by a subject and/or user, into the
+// listed hashes whose grain is about that subject and by that user. A
+// listed hash that names no grain, or an erased one, is left out as one
+// that does not match.
+func (db *DB) narrow(ctx context.Context, sel *Selector) error {
+	hashes := sel.Hashes
+	if sel.Hash != "" {
+		hashes = []string{sel.Hash}
+	}
+	kept := []string{}
+	for _, h := range hashes {
+		g, err := db.Get(ctx, sel.Memory, h)
+		if c := grains.ErrorCode(err); c == grains.CodeNotFound || c == grains.CodeErased {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if sel.Matches(g) {
+			kept = append(kept, h)
 		}
 	}
-	if g.Tags == nil {
-		g.Tags = old.Tags
+	sel.Hash, sel.Hashes, sel.Subject, sel.UserID = "", kept, "", ""
+	return nil
+}
+
+// dryForget is a dry run's answer: what the rolled-back deletion del held,
+// and the refusal (protected, then held) the forget would meet.
+func dryForget(del *store.Deletion, err error, protected error) (*ForgetResult, error) {
+	var held *store.HeldBy
+	switch {
+	case err == nil, errors.Is(err, store.ErrDryRun), errors.As(err, &held):
+	default:
+		return nil, err
 	}
-	if g.Metadata == nil {
-		g.Metadata = old.Metadata
+	res := &ForgetResult{DryRun: true, Hashes: []string{}, Status: "would_forget"}
+	if del != nil && del.Hashes != nil {
+		res.Hashes = del.Hashes
 	}
-	if g.Embedding == nil {
-		g.Embedding = old.Embedding
+	res.Count = len(res.Hashes)
+	switch {
+	case res.Count == 0:
+		res.Status = "not_found"
+	case protected != nil:
+		res.Status, res.Reason = "protected", errorMessage(protected)
+	case held != nil:
+		res.Status, res.HeldBy = "held", held.HoldID
 	}
-	if g.Importance == 0 {
-		g.Importance = old.Importance
+	return res, nil
+}
+
+// errorMessage is the client-safe message of a domain error.
+func errorMessage(err error) string {
+	var e *grains.Error
+	if errors.As(err, &e) {
+		return e.Message
 	}
-	if g.Confidence == 0 {
-		g.Confidence = old.Confidence
-	}
-	g.Pinned = g.Pinned || old.Pinned
+	return string(grains.ErrorCode(err))
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/requests"
 	"github.com/lethe-io/lethe/internal/sealing"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
@@ -71,6 +72,10 @@ type Config struct {
 	// ladder's write and recall triggers; without it policies run only when
 	// called.
 	Schedule bool
+
+	// Hooks configures webhooks: whether this DB delivers them, and which
+	// addresses they may reach. See HooksConfig.
+	Hooks HooksConfig
 }
 
 // Open opens (creating if needed) the store described by cfg.
@@ -136,8 +141,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	db.requests = requests.New(requests.Config{Store: db.store, Journal: db.journal, KEK: kek, Now: db.now})
+	db.afterRelease = db.runBlocked
 	// The sweeper stops first: its tracker writes what is pending.
 	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)
+	// The hook engine stops before everything: its sends use the store.
+	stopHooks := db.startHooks(cfg.Hooks)
+	db.closers = append([]func() error{func() error { stopHooks(); return nil }}, db.closers...)
 	return db, nil
 }
 

@@ -172,7 +172,7 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 		page.Grains = append(page.Grains, found[i])
 		kept = append(kept, ids[i])
 	}
-	db.sweep.Searched(q.Memory, now, kept)
+	db.sweep.Searched(q.Memory, now, page.Grains, kept)
 	return page, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/testenv"
 )
 
@@ -158,21 +159,35 @@ func TestVaultDedicatedKeys(t *testing.T) {
 	kek := vaultKEK(t, addr, token, true)
 	db := openDB(t, lethe.Config{DataDir: dir, KEK: kek})
 	ctx := context.Background()
-	before := wrappedKeys(t, dir)
 	mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "s", UserID: "john"})
-	var userKey []byte
-	for id, w := range wrappedKeys(t, dir) {
-		if _, ok := before[id]; !ok {
-			userKey = w
-		}
+	// The user's key row: its ref names its dedicated transit key.
+	conn, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "lethe.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if userKey == nil {
-		t.Fatal("no user key created")
+	defer conn.Close()
+	var ref lethe.KeyRef
+	var kind string
+	var userKey []byte
+	if err := conn.QueryRow(`SELECT memory, kind, fingerprint, wrapped FROM data_keys
+		WHERE kind = 'user' AND destroyed_us = 0`).Scan(&ref.Memory, &kind, &ref.Fingerprint, &userKey); err != nil {
+		t.Fatalf("the user key: %v", err)
+	}
+	ref.Kind = keys.Kind(kind)
+	// A backup copy of the wrapped key unwraps while the user lives, and
+	// only under its own transit key.
+	if _, err := kek.Unwrap(ctx, ref, userKey); err != nil {
+		t.Fatalf("the live user key does not unwrap: %v", err)
+	}
+	other := ref
+	other.Fingerprint = strings.Repeat("0", len(ref.Fingerprint))
+	if _, err := kek.Unwrap(ctx, other, userKey); err == nil {
+		t.Fatal("the user key unwraps under another key's transit key")
 	}
 	if _, err := db.ForgetUser(ctx, "", "john"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kek.Unwrap(ctx, lethe.KeyRef{}, userKey); err == nil {
+	if _, err := kek.Unwrap(ctx, ref, userKey); err == nil {
 		t.Error("the erased user's dedicated KEK still unwraps a backup copy")
 	}
 }

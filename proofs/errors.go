@@ -26,6 +26,8 @@ const (
 	CheckSubject             Check = "subject_commitment"   // the subject and nonce do not give the leaf's commitment
 	CheckWitness             Check = "witness_cosignatures" // fewer witnesses than required cosigned the checkpoint
 	CheckFinality            Check = "finality"             // an erasure and a trim event do not show the erased keys dead
+	CheckChain               Check = "chain"                // a history export's version chain is not consistent
+	CheckExportSignature     Check = "export_signature"     // a history export is not signed by the log key
 )
 
 // CheckError is implemented by every error [Verify] returns.

@@ -33,6 +33,15 @@ const (
 	EventSubjectExport  EventType = "subject.export"  // a user's grains disclosed in a subject access export
 	EventKEKRotate      EventType = "kek.rotate"      // a new KEK version, live data keys rewrapped
 	EventKEKTrim        EventType = "kek.trim"        // KEK versions below KEKMinVersion destroyed
+	EventHistoryExport  EventType = "history.export"  // version chains disclosed in a version-chain audit export
+
+	// The transitions of an erasure request (see Leaf.Request). Its
+	// execution is the key.erase event naming the request; a refusal under
+	// a legal hold (the request is then blocked) is the erasure.refused
+	// event naming it.
+	EventRequestCreate  EventType = "request.create"  // an erasure request filed, pending approval
+	EventRequestApprove EventType = "request.approve" // an erasure request approved by a second DPO
+	EventRequestReject  EventType = "request.reject"  // an erasure request rejected; its sealed subject destroyed
 )
 
 // EventTypes lists every known event type.
@@ -40,6 +49,8 @@ var EventTypes = []EventType{
 	EventGrainForget, EventGrainSupersede, EventGrainArchive, EventGrainPurge,
 	EventKeyCreate, EventKeyErase, EventHoldSet, EventHoldRelease,
 	EventErasureRefused, EventPolicyRun, EventSubjectExport, EventKEKRotate, EventKEKTrim,
+	EventHistoryExport,
+	EventRequestCreate, EventRequestApprove, EventRequestReject,
 }
 
 // kekEvent reports whether t concerns the key-encryption key as a whole,
@@ -72,7 +83,8 @@ var (
 //	 "hashes":["<64 hex>",...],"count":<n>,"digest":"<64 hex>",
 //	 "key_fingerprints":["<64 hex>",...],"commitment":"<64 hex>",
 //	 "policy":"<name>","hold":"<id>","reason":"<code>",
-//	 "kek":"<kek name>","kek_version":<n>,"kek_min_version":<n>}
+//	 "kek":"<kek name>","kek_version":<n>,"kek_min_version":<n>,
+//	 "request":"<id>"}
 //
 // Hex is lowercase. Strings are identifiers matching fixed patterns, so
 // they never need escaping and never hold free text.
@@ -122,6 +134,10 @@ type Leaf struct {
 	// KEKMinVersion is, for a kek.trim event, the oldest KEK version still
 	// able to unwrap: every version below it is destroyed.
 	KEKMinVersion *uint64
+	// Request is the id of the erasure request an event belongs to: its
+	// filing, approval, rejection, execution (key.erase) or refusal under
+	// a hold (erasure.refused).
+	Request string
 }
 
 // GrainCount returns Count when it is set, else len(Hashes). It is the
@@ -226,6 +242,9 @@ func (l *Leaf) Validate() error {
 	if (l.KEKVersion != nil || l.KEKMinVersion != nil) && l.KEK == "" {
 		return errors.New("leaf: KEK versions require kek")
 	}
+	if l.Request != "" && !isHex(l.Request, 32) {
+		return errors.New("leaf: request must be 32 lowercase hex digits")
+	}
 	for _, v := range []*uint64{l.KEKVersion, l.KEKMinVersion} {
 		if v != nil && (*v < 1 || *v > 1<<31) {
 			return fmt.Errorf("leaf: KEK version %d out of range", *v)
@@ -282,6 +301,9 @@ func (l *Leaf) Marshal() ([]byte, error) {
 	if l.KEKMinVersion != nil {
 		b = append(b, `,"kek_min_version":`...)
 		b = strconv.AppendUint(b, *l.KEKMinVersion, 10)
+	}
+	if l.Request != "" {
+		b = appendField(b, "request", l.Request)
 	}
 	return append(b, '}'), nil
 }
@@ -406,6 +428,8 @@ func scanLeaf(b []byte) (*Leaf, error) {
 			var n uint64
 			n, err = s.uint()
 			l.KEKMinVersion = &n
+		case "request":
+			l.Request, err = s.str()
 		default:
 			return nil, fmt.Errorf("unknown field %q", name)
 		}

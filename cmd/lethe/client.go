@@ -25,7 +25,7 @@ type backend interface {
 	Add(ctx context.Context, g lethe.Grain) (string, error)
 	Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error)
 	Get(ctx context.Context, memory, hash string) (*lethe.Grain, error)
-	Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error)
+	Supersede(ctx context.Context, oldHash string, g lethe.Grain, set ...string) (string, error)
 	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
 	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
 }
@@ -198,9 +198,9 @@ func (c *client) Get(ctx context.Context, memory, hash string) (*lethe.Grain, er
 	return &out, nil
 }
 
-func (c *client) Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error) {
+func (c *client) Supersede(ctx context.Context, oldHash string, g lethe.Grain, set ...string) (string, error) {
 	var out api.SupersedeResponse
-	req := api.SupersedeRequest{BlobHash: oldHash, GrainInput: api.InputOf(&g)}
+	req := api.SupersedeRequest{BlobHash: oldHash, GrainInput: api.InputOf(&g), Set: set}
 	_, err := c.do(ctx, http.MethodPost, memoryPath(g.Memory)+"/supersede", req, &out)
 	return out.Hash, err
 }
@@ -218,7 +218,7 @@ func (c *client) Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetR
 }
 
 func (c *client) forget(ctx context.Context, sel lethe.Selector, force bool) (*lethe.ForgetResult, error) {
-	req := api.ForgetRequest{Force: force}
+	req := api.ForgetRequest{Force: force, DryRun: sel.DryRun}
 	if sel.Hash != "" {
 		req.BlobHash = &sel.Hash
 	}
@@ -271,19 +271,19 @@ func (c *client) erase(ctx context.Context, memory, route string, req any) (*let
 	return &out, nil
 }
 
-func (c *client) ForgetUser(ctx context.Context, memory, userID string) (*lethe.Erasure, error) {
-	return c.erase(ctx, memory, "/forget-user", api.ForgetUserRequest{UserID: &userID})
+func (c *client) ForgetUser(ctx context.Context, memory, userID string, opts ...lethe.EraseOption) (*lethe.Erasure, error) {
+	return c.erase(ctx, memory, "/forget-user", api.ForgetUserRequest{UserID: &userID, DryRun: lethe.EraseOptionsOf(opts...).DryRun})
 }
 
-func (c *client) EraseScope(ctx context.Context, memory, path string) (*lethe.Erasure, error) {
-	return c.erase(ctx, memory, "/scope-erase", api.ScopeEraseRequest{Scope: &path})
+func (c *client) EraseScope(ctx context.Context, memory, path string, opts ...lethe.EraseOption) (*lethe.Erasure, error) {
+	return c.erase(ctx, memory, "/scope-erase", api.ScopeEraseRequest{Scope: &path, DryRun: lethe.EraseOptionsOf(opts...).DryRun})
 }
 
-func (c *client) EraseMemory(ctx context.Context, memory string) (*lethe.Erasure, error) {
+func (c *client) EraseMemory(ctx context.Context, memory string, opts ...lethe.EraseOption) (*lethe.Erasure, error) {
 	if memory == "" {
 		memory = "default"
 	}
-	return c.erase(ctx, memory, "/erase", api.EraseMemoryRequest{Confirm: memory})
+	return c.erase(ctx, memory, "/erase", api.EraseMemoryRequest{Confirm: memory, DryRun: lethe.EraseOptionsOf(opts...).DryRun})
 }
 
 func (c *client) SetHold(ctx context.Context, spec lethe.HoldSpec) (*lethe.Hold, error) {
@@ -462,6 +462,24 @@ func (c *client) ExportUser(ctx context.Context, memory, userID, recipient strin
 		return nil, err
 	}
 	return &lethe.SubjectExport{Data: out.body, EventID: out.header.Get(api.HeaderEventID),
+		SubjectNonce: out.header.Get(api.HeaderSubjectNonce)}, nil
+}
+
+// ExportHistory fetches a version-chain audit export (an armored age
+// file) and its audit event, from the answer's headers.
+func (c *client) ExportHistory(ctx context.Context, req lethe.HistoryRequest) (*lethe.HistoryExport, error) {
+	var out rawAnswer
+	body := api.HistoryExportRequest{Recipient: &req.Recipient}
+	if req.Hash != "" {
+		body.Hash = &req.Hash
+	}
+	if req.Subject != "" {
+		body.Subject = &req.Subject
+	}
+	if _, err := c.do(ctx, http.MethodPost, memoryPath(req.Memory)+"/export/history", body, &out); err != nil {
+		return nil, err
+	}
+	return &lethe.HistoryExport{Data: out.body, EventID: out.header.Get(api.HeaderEventID),
 		SubjectNonce: out.header.Get(api.HeaderSubjectNonce)}, nil
 }
 

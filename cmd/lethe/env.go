@@ -26,6 +26,9 @@ type env struct {
 	memory    string
 	json      bool
 	yes       bool
+	// policyFile is $LETHE_POLICY: the embedded store's policy for every
+	// command (its auto-pin rules apply to add and supersede).
+	policyFile string
 
 	db *lethe.DB
 }
@@ -38,7 +41,7 @@ func newEnv(stdin io.Reader, stdout, stderr io.Writer) *env {
 	}
 	return &env{stdin: stdin, stdout: stdout, stderr: stderr, data: data,
 		postgres: os.Getenv("LETHE_POSTGRES_DSN"), server: os.Getenv("LETHE_SERVER"),
-		tokenFile: os.Getenv("LETHE_TOKEN_FILE"), memory: "default"}
+		tokenFile: os.Getenv("LETHE_TOKEN_FILE"), memory: "default", policyFile: os.Getenv("LETHE_POLICY")}
 }
 
 // flags returns a FlagSet for a subcommand with the global flags on it
@@ -79,9 +82,19 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// open opens the embedded store the global flags name. Commands that also
-// work against a server call backend (client.go) instead.
-func (e *env) open(ctx context.Context) (*lethe.DB, error) { return e.openPolicy(ctx, nil) }
+// open opens the embedded store the global flags name, with the policy of
+// $LETHE_POLICY if set. Commands that also work against a server call
+// backend (client.go) instead.
+func (e *env) open(ctx context.Context) (*lethe.DB, error) {
+	if e.policyFile == "" || e.db != nil {
+		return e.openPolicy(ctx, nil)
+	}
+	p, err := lethe.LoadPolicy(e.policyFile)
+	if err != nil {
+		return nil, err
+	}
+	return e.openPolicy(ctx, p)
+}
 
 // openPolicy is open with policy instead of the built-in default policy
 // (when not nil).

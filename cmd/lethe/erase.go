@@ -10,9 +10,9 @@ import (
 // eraser is what the erasure and hold commands call: the embedded store, or
 // a server client that implements the same calls.
 type eraser interface {
-	ForgetUser(ctx context.Context, memory, userID string) (*lethe.Erasure, error)
-	EraseScope(ctx context.Context, memory, path string) (*lethe.Erasure, error)
-	EraseMemory(ctx context.Context, memory string) (*lethe.Erasure, error)
+	ForgetUser(ctx context.Context, memory, userID string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
+	EraseScope(ctx context.Context, memory, path string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
+	EraseMemory(ctx context.Context, memory string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
 	SetHold(ctx context.Context, spec lethe.HoldSpec) (*lethe.Hold, error)
 	ReleaseHold(ctx context.Context, memory, id string) error
 	Holds(ctx context.Context, memory string) ([]lethe.Hold, error)
@@ -35,6 +35,7 @@ func (e *env) eraser(ctx context.Context) (eraser, error) {
 // "lethe forget memory": crypto-erasure, printing the proof.
 func cmdErase(ctx context.Context, e *env, what string, args []string) error {
 	fs := e.flags("forget " + what)
+	dryRun := fs.Bool("dry-run", false, "")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +47,10 @@ func cmdErase(ctx context.Context, e *env, what string, args []string) error {
 	if len(pos) != want {
 		return usagef("usage: lethe forget user USER_ID | lethe forget scope PATH | lethe forget memory (the --memory one)")
 	}
-	if err := e.needYes("forget " + what); err != nil {
+	var opts []lethe.EraseOption
+	if *dryRun {
+		opts = append(opts, lethe.DryRun())
+	} else if err := e.needYes("forget " + what); err != nil {
 		return err
 	}
 	er, err := e.eraser(ctx)
@@ -56,17 +60,31 @@ func cmdErase(ctx context.Context, e *env, what string, args []string) error {
 	var res *lethe.Erasure
 	switch what {
 	case "user":
-		res, err = er.ForgetUser(ctx, e.memory, pos[0])
+		res, err = er.ForgetUser(ctx, e.memory, pos[0], opts...)
 	case "scope":
-		res, err = er.EraseScope(ctx, e.memory, pos[0])
+		res, err = er.EraseScope(ctx, e.memory, pos[0], opts...)
 	default:
-		res, err = er.EraseMemory(ctx, e.memory)
+		res, err = er.EraseMemory(ctx, e.memory, opts...)
 	}
 	if err != nil {
 		return err
 	}
+	return e.printErasure(res)
+}
+
+// printErasure prints an erasure: with --json whole, else the proof on
+// stdout and a summary on stderr.
+func (e *env) printErasure(res *lethe.Erasure) error {
 	if e.json {
 		return e.printJSON(res)
+	}
+	if res.DryRun {
+		if res.HeldBy != "" {
+			printf(e.stdout, "dry run: would be refused by legal hold %s (%d grain(s) under key %s)\n", res.HeldBy, res.Count, res.KeyFingerprint)
+		} else {
+			printf(e.stdout, "dry run: would erase %d grain(s): key %s\n", res.Count, res.KeyFingerprint)
+		}
+		return nil
 	}
 	// The proof on stdout ("> proof.json" feeds "lethe verify"); the rest,
 	// including the subject nonce only the caller gets, on stderr.

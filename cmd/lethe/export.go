@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 
 	"github.com/lethe-io/lethe"
@@ -20,6 +21,9 @@ var (
 // cmdExport runs "lethe export --user U --recipient age1... [--out FILE]":
 // a subject access export, age-encrypted to the requester's recipient.
 func cmdExport(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && args[0] == "history" {
+		return cmdExportHistory(ctx, e, args[1:])
+	}
 	fs := e.flags("export")
 	user := fs.String("user", "", "")
 	recipient := fs.String("recipient", "", "")
@@ -43,17 +47,22 @@ func cmdExport(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The disclosure's audit event and the nonce of its subject
-	// commitment: on stderr when the export itself goes to stdout.
-	w := e.stdout
-	if *out == "" {
-		w = e.stderr
-		if _, err := e.stdout.Write(res.Data); err != nil {
-			return err
-		}
-	} else if err := os.WriteFile(*out, res.Data, 0o600); err != nil {
+	w, err := e.writeExport(*out, res.Data)
+	if err != nil {
 		return err
 	}
 	printf(w, "event %s\nsubject_nonce %s\n", res.EventID, res.SubjectNonce)
 	return nil
+}
+
+// writeExport writes an age-encrypted export to the file out (0600), or to
+// stdout when out is empty, and returns where the disclosure's receipt (its
+// audit event, the nonce of its subject commitment) goes: stdout, or
+// stderr when the export itself went there.
+func (e *env) writeExport(out string, data []byte) (io.Writer, error) {
+	if out != "" {
+		return e.stdout, os.WriteFile(out, data, 0o600)
+	}
+	_, err := e.stdout.Write(data)
+	return e.stderr, err
 }

@@ -15,6 +15,7 @@ type forgetter interface {
 	PurgeStale(ctx context.Context, opts lethe.PurgeOptions) (*lethe.PurgeResult, error)
 	Archive(ctx context.Context, memory string, opts lethe.ArchiveOptions) (*lethe.ArchiveResult, error)
 	ArchiveGrains(ctx context.Context, memory string, hashes []string) (*lethe.ArchiveResult, error)
+	ShouldArchive(ctx context.Context, memory string) ([]string, error)
 	RiskSweep(ctx context.Context, memory string, opts lethe.RiskOptions) (*lethe.RiskResult, error)
 }
 
@@ -127,8 +128,8 @@ func cmdPurge(ctx context.Context, e *env, args []string) error {
 			printf(e.stdout, "%s\n", h)
 		}
 	}
-	printf(e.stdout, "%s %d grain(s) (%d candidate(s) below the threshold, every version of their chains); %d held, %d protected; scanned %d\n",
-		verb, res.Forgotten, res.Candidates, res.Held, res.Protected, res.Scanned)
+	printf(e.stdout, "%s %d grain(s) (%d candidate(s) below the threshold, every version of their chains); %d held, %d protected, %d pinned; scanned %d\n",
+		verb, res.Forgotten, res.Candidates, res.Held, res.Protected, res.Pinned, res.Scanned)
 	printReceipt(e, res.Receipt)
 	return nil
 }
@@ -148,17 +149,34 @@ func cmdArchive(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("archive")
 	trigger := fs.String("trigger", "", "")
 	dryRun := fs.Bool("dry-run", false, "")
+	candidates := fs.Bool("candidates", false, "")
 	policyFile := fs.String("policy", "", "")
 	hashes, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(hashes) > 0 && (*trigger != "" || *dryRun) {
+	if len(hashes) > 0 && (*trigger != "" || *dryRun || *candidates) {
 		return usagef("archive: give HASH... or run the ladder with --trigger/--dry-run, not both")
 	}
 	f, err := e.forgetter(ctx, "archive", *policyFile)
 	if err != nil {
 		return err
+	}
+	if *candidates {
+		// Vitamem's shouldArchive: grains whose retrieval score fell to
+		// min_retrieval_score; changes nothing.
+		hs, err := f.ShouldArchive(ctx, e.memory)
+		if err != nil {
+			return err
+		}
+		if e.json {
+			return e.printJSON(map[string]any{"hashes": hs, "count": len(hs)})
+		}
+		for _, h := range hs {
+			printf(e.stdout, "%s\n", h)
+		}
+		printf(e.stderr, "%d archive candidate(s) (retrieval score at or below retrieval.min_retrieval_score)\n", len(hs))
+		return nil
 	}
 	var res *lethe.ArchiveResult
 	if len(hashes) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,13 +12,21 @@ import (
 	"github.com/lethe-io/lethe"
 )
 
-// parseFields builds a grain from TYPE and field=value arguments.
-func parseFields(typ string, args []string, createdAt string) (lethe.Grain, error) {
+// parseFields builds a grain from TYPE and field=value arguments, and
+// returns the names of the fields given (a supersede sets them, empty
+// included: content= clears the content).
+func parseFields(typ string, args []string, createdAt string) (lethe.Grain, []string, error) {
 	g := lethe.Grain{Type: typ}
+	var set []string
 	for _, a := range args {
 		k, v, ok := strings.Cut(a, "=")
 		if !ok {
-			return g, usagef("%q is not field=value", a)
+			return g, nil, usagef("%q is not field=value", a)
+		}
+		if !strings.HasPrefix(k, "meta.") {
+			set = append(set, k)
+		} else if !slices.Contains(set, "metadata") {
+			set = append(set, "metadata")
 		}
 		switch k {
 		case "subject":
@@ -37,24 +46,31 @@ func parseFields(typ string, args []string, createdAt string) (lethe.Grain, erro
 		case "tags":
 			g.Tags = strings.Split(v, ",")
 		case "embedding":
+			if v == "" {
+				g.Embedding = nil // embedding= clears it in a supersede
+				continue
+			}
 			var err error
 			if g.Embedding, err = parseVector(v); err != nil {
-				return g, usagef("embedding: %v", err)
+				return g, nil, usagef("embedding: %v", err)
 			}
-		case "importance", "confidence":
+		case "importance", "confidence", "salience":
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return g, usagef("%s: not a number", k)
+				return g, nil, usagef("%s: not a number", k)
 			}
-			if k == "importance" {
+			switch k {
+			case "importance":
 				g.Importance = f
-			} else {
+			case "confidence":
 				g.Confidence = f
+			default:
+				g.Salience = f
 			}
 		case "pinned":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return g, usagef("pinned: not true or false")
+				return g, nil, usagef("pinned: not true or false")
 			}
 			g.Pinned = b
 		default:
@@ -65,40 +81,48 @@ func parseFields(typ string, args []string, createdAt string) (lethe.Grain, erro
 				g.Metadata[mk] = v
 				continue
 			}
-			return g, usagef("unknown field %q (fields: subject relation object content namespace scope user_id tags importance confidence pinned meta.KEY)", k)
+			return g, nil, usagef("unknown field %q (fields: subject relation object content namespace scope user_id tags importance confidence salience pinned meta.KEY)", k)
 		}
 	}
 	if createdAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, createdAt)
 		if err != nil {
-			return g, usagef("--created-at: not an RFC 3339 time")
+			return g, nil, usagef("--created-at: not an RFC 3339 time")
 		}
 		g.CreatedAt = t
 	}
-	return g, nil
+	return g, set, nil
 }
 
 // grainArgs parses the arguments of add (TYPE field=value...) and
 // supersede (HASH TYPE field=value...): the lead positional arguments
 // before TYPE, then the grain in e's memory, and opens the backend.
 // missing is the usage error when an argument is missing.
-func grainArgs(ctx context.Context, e *env, name string, args []string, lead int, missing string) (backend, []string, lethe.Grain, error) {
+func grainArgs(ctx context.Context, e *env, name string, args []string, lead int, missing string) (backend, *grainCall, error) {
 	fs := e.flags(name)
 	createdAt := fs.String("created-at", "", "")
 	pos, err := parse(fs, args)
 	if err != nil {
-		return nil, nil, lethe.Grain{}, err
+		return nil, nil, err
 	}
 	if len(pos) < lead+1 {
-		return nil, nil, lethe.Grain{}, usagef("%s: %s", name, missing)
+		return nil, nil, usagef("%s: %s", name, missing)
 	}
-	g, err := parseFields(pos[lead], pos[lead+1:], *createdAt)
+	g, set, err := parseFields(pos[lead], pos[lead+1:], *createdAt)
 	if err != nil {
-		return nil, nil, lethe.Grain{}, err
+		return nil, nil, err
 	}
 	g.Memory = e.memory
 	db, err := e.backend(ctx)
-	return db, pos[:lead], g, err
+	return db, &grainCall{lead: pos[:lead], grain: g, set: set}, err
+}
+
+// grainCall is what grainArgs parsed: the lead arguments, the grain, and
+// the names of the fields given.
+type grainCall struct {
+	lead  []string
+	grain lethe.Grain
+	set   []string
 }
 
 // printWritten prints the hash of a written grain, or out with it as JSON.
@@ -112,11 +136,11 @@ func (e *env) printWritten(hash string, out map[string]string) error {
 }
 
 func cmdAdd(ctx context.Context, e *env, args []string) error {
-	db, _, g, err := grainArgs(ctx, e, "add", args, 0, "missing TYPE (lethe add TYPE field=value...)")
+	db, call, err := grainArgs(ctx, e, "add", args, 0, "missing TYPE (lethe add TYPE field=value...)")
 	if err != nil {
 		return err
 	}
-	h, err := db.Add(ctx, g)
+	h, err := db.Add(ctx, call.grain)
 	if err != nil {
 		return err
 	}
@@ -124,15 +148,17 @@ func cmdAdd(ctx context.Context, e *env, args []string) error {
 }
 
 func cmdSupersede(ctx context.Context, e *env, args []string) error {
-	db, lead, g, err := grainArgs(ctx, e, "supersede", args, 1, "need HASH and TYPE (lethe supersede HASH TYPE field=value...)")
+	db, call, err := grainArgs(ctx, e, "supersede", args, 1, "need HASH and TYPE (lethe supersede HASH TYPE field=value...)")
 	if err != nil {
 		return err
 	}
-	h, err := db.Supersede(ctx, lead[0], g)
+	// Every field given is set, empty included (content= clears it); the
+	// others carry forward.
+	h, err := db.Supersede(ctx, call.lead[0], call.grain, call.set...)
 	if err != nil {
 		return err
 	}
-	return e.printWritten(h, map[string]string{"superseded": lead[0]})
+	return e.printWritten(h, map[string]string{"superseded": call.lead[0]})
 }
 
 func cmdRecall(ctx context.Context, e *env, args []string) error {
@@ -280,11 +306,12 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	subject := fs.String("subject", "", "")
 	user := fs.String("user", "", "")
 	force := fs.Bool("force", false, "")
+	dryRun := fs.Bool("dry-run", false, "")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	sel := lethe.Selector{Memory: e.memory}
+	sel := lethe.Selector{Memory: e.memory, DryRun: *dryRun}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
@@ -296,8 +323,10 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 		sel.Hashes = pos
 	}
 	sel.Subject, sel.UserID = *subject, *user
-	if err := e.needYes("forget"); err != nil {
-		return err
+	if !*dryRun {
+		if err := e.needYes("forget"); err != nil {
+			return err
+		}
 	}
 	db, err := e.backend(ctx)
 	if err != nil {
@@ -322,7 +351,21 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	if e.json {
 		return e.printJSON(res)
 	}
-	printf(e.stdout, "forgot %d grain(s)\n", res.Count)
+	if !res.DryRun {
+		printf(e.stdout, "forgot %d grain(s)\n", res.Count)
+		return nil
+	}
+	switch res.Status {
+	case "held":
+		printf(e.stdout, "dry run: would be refused by legal hold %s (%d grain(s) selected)\n", res.HeldBy, res.Count)
+	case "protected":
+		printf(e.stdout, "dry run: would be refused, protected: %s (%d grain(s) selected)\n", res.Reason, res.Count)
+	default:
+		printf(e.stdout, "dry run: would forget %d grain(s)\n", res.Count)
+	}
+	for _, h := range res.Hashes {
+		printf(e.stdout, "%s\n", h)
+	}
 	return nil
 }
 

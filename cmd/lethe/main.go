@@ -37,9 +37,10 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 // Codes of errors the command line itself finds. The library's codes
 // (lethe.Code) cover the rest.
 const (
-	codeUsage        = "usage"         // a mistake in the command line (exit 2)
-	codeVerifyFailed = "verify_failed" // lethe verify: the proof does not verify
-	codeIO           = "io"            // a file could not be read or written
+	codeUsage        = "usage"          // a mistake in the command line (exit 2)
+	codeVerifyFailed = "verify_failed"  // lethe verify: the proof does not verify
+	codeIO           = "io"             // a file could not be read or written
+	codeDecrypt      = "decrypt_failed" // lethe verify-export: the identity does not open the file
 )
 
 // report prints err as "lethe: ...", with hint lines and a "code:" line,
@@ -69,6 +70,8 @@ func report(err error, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "hint: %s\n", le.Hint)
 		}
 		fmt.Fprintf(stderr, "code: %s\n", le.Code)
+	case errors.As(err, new(*decryptError)):
+		fmt.Fprintf(stderr, "hint: give the identity whose recipient the export was made for (age-keygen -y KEYFILE prints it)\ncode: %s\n", codeDecrypt)
 	case proofs.FailedCheck(err) != "":
 		fmt.Fprintf(stderr, "check: %s\ncode: %s\n", proofs.FailedCheck(err), codeVerifyFailed)
 	case errors.As(err, &pe):
@@ -91,6 +94,8 @@ var commands = map[string]command{
 	"cal":       cmdCal,
 	"forget":    cmdForget,
 	"hold":      cmdHold,
+	"hook":      cmdHook,
+	"request":   cmdRequest,
 	"export":    cmdExport,
 	"audit":     cmdAudit,
 	"keys":      cmdKeys,
@@ -105,6 +110,9 @@ var commands = map[string]command{
 	},
 	"verify": func(ctx context.Context, e *env, args []string) error {
 		return runVerify(ctx, args, e.stdout, e.stderr)
+	},
+	"verify-export": func(ctx context.Context, e *env, args []string) error {
+		return runVerifyExport(ctx, args, e.stdout, e.stderr)
 	},
 }
 
@@ -150,7 +158,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	switch name {
-	case "verify", "policy":
+	case "verify", "verify-export", "policy":
 		// Offline commands: of the global flags only --json applies.
 		var keep []string
 		for _, g := range globals {
@@ -300,20 +308,41 @@ Usage:
   lethe cal 'STATEMENT'                    run one CAL statement (HISTORY OF "HASH", HISTORY WHERE
                                            subject = "S", RECALL WHERE ..., SUPERSEDE "HASH" SET ...,
                                            FORGET "HASH" (needs --yes)); grammar in docs/api.md
-  lethe forget HASH... | --subject S | --user U [--force]
+  lethe forget HASH... | --subject S | --user U [--force] [--dry-run]
                                            hard-delete grains and every version (needs --yes;
-                                           --force overrides protection rules, never a hold)
-  lethe forget user U | forget scope PATH | forget memory
-                                           crypto-erase: destroy one key, print the proof (needs --yes)
+                                           --force overrides protection rules, never a hold;
+                                           HASH... with --user/--subject: only those that match;
+                                           --dry-run: what it would delete or what would refuse it)
+  lethe forget user U | forget scope PATH | forget memory [--dry-run]
+                                           crypto-erase: destroy one key, print the proof (needs --yes;
+                                           --dry-run: the count and the hold that would refuse it)
   lethe export --user U --recipient age1... [--out FILE]
                                            everything held about a user, age-encrypted to the requester
+  lethe export history HASH | --subject S --recipient age1... [--out FILE]
+                                           every version of the chains, their events and proofs,
+                                           signed and age-encrypted (lethe.history-export/v1)
   lethe hold set --scope PATH | --user U   place a legal hold; prints its id
   lethe hold release ID | hold list
+  lethe hook add URL --events TYPE,...
+                                           a webhook of the memory's audit events (or --events '*');
+                                           prints its id and its secret, shown only then
+  lethe hook list | hook remove ID | hook rotate ID [--overlap 24h]
+  lethe hook deliveries ID [--state pending|dead] | hook redeliver ID [--delivery N]
+  lethe request create --user U | --scope PATH --reason R --reference TICKET [--due RFC3339]
+                                           file an erasure request (pending a second token's approval);
+                                           prints its id, and on stderr its preview and subject nonce
+  lethe request list [--status S] [--overdue] [--due-before RFC3339] | request show ID
+  lethe request approve ID                 approve it (a token other than the requester's: four eyes)
+  lethe request execute ID | request reject ID
+                                           run the approved erasure, print its proof; or reject (needs --yes)
+  lethe request certificate ID [--html] [--out FILE]
+                                           the erasure certificate (JSON, or printable HTML)
   lethe purge stale [--half-life D] [--threshold T] [--min-age-days N] [--batch B]
                     [--namespace NS] [--curve exponential|linear|ebbinghaus] [--dry-run]
                                            forget grains whose retention decayed (needs --yes)
-  lethe archive [--trigger T] [--dry-run] | archive HASH...
-                                           run the archive ladder, or archive grains
+  lethe archive [--trigger T] [--dry-run] | archive HASH... | archive --candidates
+                                           run the archive ladder, or archive grains, or list the
+                                           grains whose retrieval score decayed (Vitamem's shouldArchive)
   lethe risk sweep [--dry-run]             compress or drop grains at risk (needs --yes)
   lethe policy check FILE...               validate forgetting policy files
   lethe audit key | checkpoint | entry N | proof N [--size S] | proof --event ID | consistency A B
@@ -325,6 +354,8 @@ Usage:
                                            with a later kek.trim proof: check the erasure is final
                [--witness KEY]... [--witness-threshold N]
                                            require witness cosignatures on the checkpoint
+  lethe verify-export FILE --identity KEYFILE --log-key KEY
+                                           open a history export and verify it offline
   lethe serve [--addr HOST:PORT] [--config FILE]
                                            serve the HTTP API (see 'lethe serve --help')
   lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase]
@@ -335,7 +366,9 @@ Usage:
 
 Fields (add, supersede):
   subject relation object content namespace scope user_id
-  tags=a,b  importance=0..1  confidence=0..1  pinned=true  meta.KEY=VALUE
+  tags=a,b  importance=0..1  confidence=0..1  salience=0..1  pinned=true  meta.KEY=VALUE
+  supersede sets every field given, empty included (content= clears it,
+  tags= clears the tags); the fields not given carry forward
   embedding=0.1,0.2,...                    a vector for --embedding search (one dimension per memory)
   --created-at RFC3339                     for imports
 
@@ -357,6 +390,8 @@ Global flags (before or after the command; --flag value or --flag=value):
   --server URL      talk to a lethe server instead (or $LETHE_SERVER)
   --token-file F    the API token for --server (or $LETHE_TOKEN_FILE)
   --memory M        memory name (default "default")
+  $LETHE_POLICY     the embedded store's policy file for every command (auto-pin rules
+                    apply to add and supersede; --policy overrides it for purge, archive, risk)
   --json            machine-readable output
   --yes             confirm a destructive command
 `

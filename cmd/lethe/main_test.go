@@ -2,13 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/lethe-io/lethe/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +31,24 @@ func TestScripts(t *testing.T) {
 			if pg := os.Getenv("LETHE_TEST_POSTGRES_URL"); pg != "" {
 				env.Setenv("LETHE_TEST_POSTGRES_URL", pg)
 			}
+			if bin := ageBin(); bin != "" {
+				env.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+env.Getenv("PATH"))
+			}
 			return nil
+		},
+		// [age] holds when the stock age binary (and its age-keygen) is
+		// installed; under CI=true its absence fails the script instead.
+		Condition: func(cond string) (bool, error) {
+			if cond != "age" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			if ageBin() != "" {
+				return true, nil
+			}
+			if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
+				return false, fmt.Errorf("the age binary is not installed (CI=true: a failure, not a skip); hint: apt-get install -y age")
+			}
+			return false, nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// stash NAME sets $NAME to the last command's trimmed stdout.
@@ -74,4 +96,13 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// ageBin returns the path of the stock age binary, or "".
+func ageBin() string {
+	if bin := os.Getenv(testenv.AgeEnv); bin != "" {
+		return bin
+	}
+	bin, _ := exec.LookPath("age")
+	return bin
 }

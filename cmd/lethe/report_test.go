@@ -35,7 +35,7 @@ func TestReportCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`otherwise the library's codes, ` + "`verify_failed`" + `\s+or ` + "`io`" + `, exit status 1`).Match(readme) {
+	if !regexp.MustCompile(`otherwise the library's codes, ` + "`verify_failed`" + `,\s+` + "`decrypt_failed`" + `\s+or ` + "`io`" + `, exit status 1`).Match(readme) {
 		t.Error("README.md no longer says the library's codes exit with status 1")
 	}
 }

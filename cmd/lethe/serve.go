@@ -87,6 +87,17 @@ type serveConfig struct {
 
 	MCP mcpServeConfig `yaml:"mcp"` // the MCP transport at /mcp (mcp.go)
 
+	// Hooks configures webhook delivery (see lethe.HooksConfig). The
+	// server delivers unless NoDelivery; AllowPrivate (or
+	// LETHE_HOOKS_ALLOW_PRIVATE=1) lets hooks reach internal addresses.
+	Hooks struct {
+		NoDelivery   bool     `yaml:"no_delivery"`
+		AllowPrivate bool     `yaml:"allow_private"`
+		Timeout      duration `yaml:"timeout"`
+		MaxAge       duration `yaml:"max_age"`
+		MaxAttempts  int      `yaml:"max_attempts"`
+	} `yaml:"hooks"`
+
 	Audit struct {
 		KeyFile        string   `yaml:"key_file"`
 		Origin         string   `yaml:"origin"`
@@ -215,6 +226,8 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 		lcfg.Witnesses = append(lcfg.Witnesses, lethe.WitnessConfig{URL: w.URL, Key: w.Key, Timeout: time.Duration(w.Timeout)})
 	}
 	lcfg.Schedule = cfg.Schedule
+	lcfg.Hooks = lethe.HooksConfig{Deliver: !cfg.Hooks.NoDelivery, AllowPrivate: cfg.Hooks.AllowPrivate,
+		Timeout: time.Duration(cfg.Hooks.Timeout), MaxAge: time.Duration(cfg.Hooks.MaxAge), MaxAttempts: cfg.Hooks.MaxAttempts}
 	if cfg.PolicyFile != "" {
 		p, err := lethe.LoadPolicy(cfg.PolicyFile)
 		if err != nil {

@@ -4,14 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"filippo.io/age"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/auth"
@@ -62,6 +69,7 @@ func TestServeAndRemoteCLI(t *testing.T) {
 			for _, v := range []string{"LETHE_DATA", "LETHE_POSTGRES_DSN", "LETHE_SERVER", "LETHE_TOKEN_FILE", "LETHE_ADMIN_TOKEN", "LETHE_ADDR"} {
 				t.Setenv(v, "")
 			}
+			t.Setenv("LETHE_HOOKS_ALLOW_PRIVATE", "1") // the hook receiver is on 127.0.0.1
 			var pg []string
 			if backend == "postgres" {
 				pg = []string{"--postgres", testenv.Postgres(t)}
@@ -153,6 +161,22 @@ func testServe(t *testing.T, pg []string) {
 	if out := mustCLI(t, r("forget", "--user", "serve-u1-9c2", "--yes", "--json")...); !strings.Contains(out, `"status": "not_found"`) {
 		t.Errorf("forget by user: %q", out)
 	}
+	// The forgotten chain's version-chain export through the server: it
+	// opens with the identity and verifies offline with the log key.
+	hid, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idFile, hx := filepath.Join(dir, "id.txt"), filepath.Join(dir, "history.age")
+	if err := os.WriteFile(idFile, []byte(hid.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, r("export", "history", b, "--recipient", hid.Recipient().String(), "--out", hx)...)
+	logKey := strings.TrimSpace(mustCLI(t, append([]string{"audit", "key"}, admin...)...))
+	if out := mustCLI(t, "verify-export", hx, "--identity", idFile, "--log-key", logKey); !strings.Contains(out, "OK: 1 chains, 2 versions") ||
+		!strings.Contains(out, "forgotten -> ") {
+		t.Errorf("verify-export of a server's history export: %q", out)
+	}
 
 	// Crypto-erasure, holds and the audit log through the server; the
 	// proof verifies offline.
@@ -165,6 +189,30 @@ func testServe(t *testing.T, pg []string) {
 		t.Errorf("erase under a hold: %v", err)
 	}
 	mustCLI(t, r("hold", "release", hold)...)
+	// A webhook through the server: the erasure below reaches a real
+	// receiver, signed so that the Standard Webhooks library verifies it.
+	hookBodies := make(chan []byte, 16)
+	var hookSecret atomic.Value
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		wh, err := standardwebhooks.NewWebhook(hookSecret.Load().(string))
+		if err == nil {
+			err = wh.Verify(body, req.Header)
+		}
+		if err != nil {
+			t.Errorf("webhook signature: %v", err)
+		}
+		hookBodies <- body
+	}))
+	defer rcv.Close()
+	hookOut := strings.Fields(mustCLI(t, r("hook", "add", rcv.URL+"/in", "--events", "key.erase")...))
+	if len(hookOut) != 2 || !strings.HasPrefix(hookOut[0], "hk_") || !strings.HasPrefix(hookOut[1], "whsec_") {
+		t.Fatalf("hook add printed %q", hookOut)
+	}
+	hookSecret.Store(hookOut[1])
+	if out := mustCLI(t, r("hook", "list")...); !strings.Contains(out, hookOut[0]+" "+rcv.URL+"/in events=key.erase") || strings.Contains(out, "whsec_") {
+		t.Errorf("hook list: %q", out)
+	}
 	// A subject access export through the server: armored age, never clear.
 	if out := mustCLI(t, r("export", "--user", "serve-u2-e07", "--recipient", "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p")...); !strings.HasPrefix(out, "-----BEGIN AGE ENCRYPTED FILE-----") || strings.Contains(out, "serve-carol") {
 		t.Errorf("export over the server: %q", out)
@@ -175,6 +223,18 @@ func testServe(t *testing.T, pg []string) {
 	}
 	nonce := regexpFind(t, `subject nonce: ([0-9a-f]{64})`, errs)
 	event := regexpFind(t, `event: +([0-9a-f]+)`, errs)
+	select {
+	case body := <-hookBodies:
+		if !strings.Contains(string(body), `"event_id":"`+event+`"`) || strings.Contains(string(body), "serve-u2-e07") {
+			t.Errorf("webhook body: %s", body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the erasure's webhook did not arrive")
+	}
+	mustCLI(t, r("hook", "remove", hookOut[0])...)
+	if out := mustCLI(t, r("hook", "list")...); strings.TrimSpace(out) != "" {
+		t.Errorf("hook list after remove: %q", out)
+	}
 	key := strings.TrimSpace(mustCLI(t, append([]string{"audit", "key"}, admin...)...))
 	proofFile := filepath.Join(dir, "proof.json")
 	os.WriteFile(proofFile, []byte(proof), 0o644)
@@ -182,6 +242,7 @@ func testServe(t *testing.T, pg []string) {
 	if _, _, err := cli(t, "verify", proofFile, "--log-key", key, "--subject", "someone-else", "--nonce", nonce); err == nil {
 		t.Error("the proof verifies for another subject")
 	}
+	testRemoteRequests(t, dir, r, admin, key)
 	again := mustCLI(t, append([]string{"audit", "proof", "--event", event}, admin...)...)
 	if !strings.Contains(again, event) {
 		t.Errorf("audit proof --event: %q", again)
@@ -325,5 +386,52 @@ func TestBootstrapRevokedStaysRevoked(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(dir, "admin.token"))
 	if _, err := tokens.Lookup(ctx, strings.TrimSpace(string(b))); err != nil {
 		t.Errorf("a new bootstrap secret: %v", err)
+	}
+}
+
+// testRemoteRequests drives an erasure request through the server with
+// two dpo tokens: file with one, approve with the other (the first cannot:
+// four eyes), execute, verify the proof with "lethe verify", and write the
+// certificate as HTML.
+func testRemoteRequests(t *testing.T, dir string, r func(args ...string) []string, admin []string, key string) {
+	t.Helper()
+	var second struct{ Token string }
+	if err := json.Unmarshal([]byte(mustCLI(t, append([]string{"token", "create", "--role", "dpo", "--memory", "default", "--json"}, admin...)...)), &second); err != nil {
+		t.Fatal(err)
+	}
+	tok2 := filepath.Join(dir, "token2")
+	if err := os.WriteFile(tok2, []byte(second.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	server := admin[1]
+	r2 := func(args ...string) []string { return append(args, "--server", server, "--token-file", tok2) }
+	mustCLI(t, r("add", "fact", "subject=req-s", "relation=r", "object=o", "user_id=serve-req-u9", "scope=acme")...)
+	out, errs, err := cli(t, r("request", "create", "--user", "serve-req-u9", "--reason", "data_subject_request", "--reference", "ZD-9")...)
+	if err != nil || !strings.Contains(errs, "would erase 1 grain(s) (acme: 1)") {
+		t.Fatalf("request create: %v %s", err, errs)
+	}
+	id := strings.TrimSpace(out)
+	nonce := regexpFind(t, `subject nonce: ([0-9a-f]{64})`, errs)
+	if _, _, err := cli(t, r("request", "approve", id)...); lethe.ErrorCode(err) != lethe.CodeFourEyes {
+		t.Errorf("self-approval: %v", err)
+	}
+	if out := mustCLI(t, r2("request", "approve", id)...); !strings.Contains(out, "approved by tok_") {
+		t.Errorf("approve: %q", out)
+	}
+	proof, errs, err := cli(t, r("request", "execute", id, "--yes")...)
+	if err != nil || !strings.Contains(errs, "erased 1 grain(s)") {
+		t.Fatalf("request execute: %v %s", err, errs)
+	}
+	proofFile := filepath.Join(dir, "request-proof.json")
+	os.WriteFile(proofFile, []byte(proof), 0o644)
+	mustCLI(t, "verify", proofFile, "--log-key", key, "--subject", "serve-req-u9", "--nonce", nonce)
+	if out := mustCLI(t, r2("request", "list", "--status", "executed")...); !strings.Contains(out, id) {
+		t.Errorf("request list: %q", out)
+	}
+	page := filepath.Join(dir, "certificate.html")
+	mustCLI(t, r2("request", "certificate", id, "--html", "--out", page)...)
+	b, err := os.ReadFile(page)
+	if err != nil || !strings.Contains(string(b), "Erasure certificate") || !strings.Contains(string(b), "ZD-9") || strings.Contains(string(b), "serve-req-u9") {
+		t.Errorf("certificate page: %v\n%s", err, b)
 	}
 }

@@ -22,7 +22,12 @@ import (
 //	LETHE_TRILLIAN_TREE_ID   its PREORDERED_LOG tree id
 //	LETHE_AUDIT_ORIGIN       checkpoint origin (names a new signing key)
 //	LETHE_AUDIT_KEY_FILE     the audit signing key (default DATA/audit.key)
+//	LETHE_HOOKS_ALLOW_PRIVATE  1: hook URLs may reach loopback, private and
+//	                         other internal addresses (development only)
 func storeEnv(cfg *lethe.Config) error {
+	if v, _ := strconv.ParseBool(os.Getenv("LETHE_HOOKS_ALLOW_PRIVATE")); v {
+		cfg.Hooks.AllowPrivate = true
+	}
 	if addr := os.Getenv("LETHE_VAULT_ADDR"); addr != "" {
 		token := os.Getenv("VAULT_TOKEN")
 		if f := os.Getenv("LETHE_VAULT_TOKEN_FILE"); f != "" {

@@ -6,7 +6,8 @@
 //
 // Grain routes live under /api/memories/{memory}/ (grains, recall, cal,
 // grains/{hash}, grains/{hash}/history, supersede, forget, forget-user,
-// scope-erase, erase, holds, purge/stale, archive, risk-sweep); the audit
+// scope-erase, erase, holds, purge/stale, archive, risk-sweep, and the
+// webhooks under hooks); the audit
 // log's key, checkpoints, entries and proofs under /api/audit/; token
 // management under /api/tokens; /healthz, /readyz, /metrics and
 // /openapi.json are unauthenticated. The document served at /openapi.json
@@ -51,7 +52,7 @@ type Library interface {
 	AddBatch(ctx context.Context, gs []lethe.Grain) ([]string, error)
 	Get(ctx context.Context, memory, hash string) (*lethe.Grain, error)
 	Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error)
-	Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error)
+	Supersede(ctx context.Context, oldHash string, g lethe.Grain, set ...string) (string, error)
 	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
 	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
 	Auditor
@@ -59,6 +60,8 @@ type Library interface {
 	Forgetter
 	Exporter
 	TlogServer
+	Hooker
+	Requester
 }
 
 var _ Library = (*lethe.DB)(nil)
@@ -137,6 +140,7 @@ func New(cfg Config) *Server {
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s := &Server{lib: cfg.Library, tokens: cfg.Tokens, log: cfg.Logger, cfg: cfg, metrics: newMetrics(cfg.Registry)}
+	cfg.Registry.MustRegister(newHookCollector(cfg.Library))
 	s.engine = s.routes()
 	return s
 }
@@ -183,6 +187,7 @@ func (s *Server) routes() *gin.Engine {
 	m.POST("/forget", s.allow(auth.DPO), handle(s, s.forget))
 	m.POST("/forget-user", s.allow(auth.DPO), handle(s, s.forgetUser))
 	m.POST("/export", s.allow(auth.DPO), handle(s, s.exportUser))
+	m.POST("/export/history", s.allow(auth.DPO, auth.Auditor), handle(s, s.exportHistory))
 	m.POST("/scope-erase", s.allow(auth.DPO), handle(s, s.scopeErase))
 	m.POST("/erase", s.allow(auth.DPO), handle(s, s.eraseMemory))
 	m.GET("/holds", s.allow(auth.DPO), s.listHolds)
@@ -192,6 +197,15 @@ func (s *Server) routes() *gin.Engine {
 	m.POST("/archive", s.allow(auth.DPO), handle(s, s.archive))
 	m.GET("/archive/candidates", s.allow(auth.DPO), s.archiveCandidates)
 	m.POST("/risk-sweep", s.allow(auth.DPO), handle(s, s.riskSweep))
+	s.hookRoutes(m)
+	m.POST("/erasure-requests", s.allow(auth.DPO), handle(s, s.fileRequest))
+	m.GET("/erasure-requests", s.allow(auth.DPO), s.listRequests)
+	m.GET("/erasure-requests/:id", s.allow(auth.DPO), s.getRequest)
+	m.POST("/erasure-requests/:id/approve", s.allow(auth.DPO), s.decideRequest(true))
+	m.POST("/erasure-requests/:id/reject", s.allow(auth.DPO), s.decideRequest(false))
+	m.POST("/erasure-requests/:id/execute", s.allow(auth.DPO), s.executeRequest)
+	// The certificate is for the data subject and auditors too.
+	m.GET("/erasure-requests/:id/certificate", s.allow(auth.DPO, auth.Auditor), s.certificate)
 
 	a := api.Group("/audit")
 	a.GET("/key", s.allow(auth.Auditor), s.auditKey)

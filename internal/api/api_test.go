@@ -213,6 +213,7 @@ func TestAPI(t *testing.T) {
 		t.Run("bad_input", func(t *testing.T) { f.t = t; testBadInput(f) })
 		t.Run("tokens", func(t *testing.T) { f.t = t; testTokens(f) })
 		t.Run("erasure", func(t *testing.T) { f.t = t; testErasure(f) })
+		t.Run("history_export", func(t *testing.T) { f.t = t; testHistoryExport(f) })
 		t.Run("forgetting", func(t *testing.T) { f.t = t; testForgetting(f) })
 		t.Run("audit", func(t *testing.T) { f.t = t; testAudit(f) })
 		t.Run("access_log", func(t *testing.T) { f.t = t; testAccessLog(f) })
@@ -391,6 +392,7 @@ func testRoles(f *fixture) {
 		{"forget", "POST", "/api/memories/default/forget", map[string]any{"blob_hash": zero}, []auth.Role{auth.DPO}},
 		{"forget-user", "POST", "/api/memories/default/forget-user", map[string]any{"user_id": "nobody"}, []auth.Role{auth.DPO}},
 		{"export", "POST", "/api/memories/default/export", map[string]any{"user_id": "nobody", "recipient": "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}, []auth.Role{auth.DPO}},
+		{"export history", "POST", "/api/memories/default/export/history", map[string]any{"hash": zero, "recipient": "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}, []auth.Role{auth.DPO, auth.Auditor}},
 		{"scope-erase", "POST", "/api/memories/default/scope-erase", map[string]any{"scope": "nothing/here"}, []auth.Role{auth.DPO}},
 		{"erase", "POST", "/api/memories/default/erase", map[string]any{"confirm": "not-this-one"}, []auth.Role{auth.DPO}},
 		{"list holds", "GET", "/api/memories/default/holds", nil, []auth.Role{auth.DPO}},
@@ -1122,4 +1124,68 @@ func TestReadyzUnavailable(t *testing.T) {
 	f.want(f.call("", "GET", "/healthz", nil), 200, "")
 	// Without its store a token cannot be checked: 503, not 401 or 500.
 	f.want(f.call("lethe_x", "POST", "/api/memories/default/recall", api.RecallRequest{}), 503, "unavailable")
+}
+
+// testHistoryExport exports a version chain through the API: a dpo gets
+// the versions' fields, an auditor the chain without them, a scoped token
+// nothing; every export verifies against the log key.
+func testHistoryExport(f *fixture) {
+	admin := f.token("admin", []string{"*"})
+	dpo := f.token("dpo", []string{"*"})
+	auditor := f.token("auditor", []string{"*"})
+	scoped := f.token("dpo", []string{"*"}, "a")
+	base := "/api/memories/hx"
+	v1 := f.add(admin, "hx", api.GrainInput{Type: "fact", Subject: alice, Relation: "lives_in", Object: "paris", UserID: userU1})
+	a := f.call(admin, "POST", base+"/supersede", map[string]any{"blob_hash": v1, "type": "fact", "object": "lyon"})
+	f.want(a, 201, "")
+	var sup struct {
+		Hash string `json:"hash"`
+	}
+	a.decode(f.t, &sup)
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	open := func(a answer) *proofs.HistoryExport {
+		f.t.Helper()
+		f.want(a, 200, "")
+		if bytes.Contains(a.body, []byte(alice)) || a.header.Get(api.HeaderEventID) == "" {
+			f.t.Fatalf("history export: clear text or no event id: %s", a.header)
+		}
+		r, err := age.Decrypt(armor.NewReader(bytes.NewReader(a.body)), id)
+		if err != nil {
+			f.t.Fatalf("history export does not open: %v", err)
+		}
+		plain, _ := io.ReadAll(r)
+		v, err := proofs.VerifyHistoryExport(plain, proofs.VerifyOptions{LogKey: f.db.AuditKey()})
+		if err != nil {
+			f.t.Fatalf("history export does not verify: %v", err)
+		}
+		return v.Export
+	}
+	rcpt := id.Recipient().String()
+	x := open(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1, "recipient": rcpt}))
+	if x.FieldsWithheld || len(x.Chains) != 1 || len(x.Chains[0].Versions) != 2 || x.Chains[0].Versions[1].Hash != sup.Hash ||
+		!bytes.Contains(x.Chains[0].Versions[1].Fields, []byte("lyon")) {
+		f.t.Errorf("dpo history export: %+v", x)
+	}
+	x = open(f.call(auditor, "POST", base+"/export/history", map[string]any{"hash": sup.Hash, "recipient": rcpt}))
+	if !x.FieldsWithheld || len(x.Chains) != 1 || len(x.Chains[0].Versions) != 2 || x.Chains[0].Versions[0].Fields != nil {
+		f.t.Errorf("auditor history export: %+v", x)
+	}
+	a = f.call(dpo, "POST", base+"/export/history", map[string]any{"subject": alice, "recipient": rcpt})
+	if a.header.Get(api.HeaderSubjectNonce) == "" {
+		f.t.Error("a subject export answers no subject nonce")
+	}
+	if x = open(a); x.Selector != "subject" || len(x.Chains) != 1 {
+		f.t.Errorf("subject history export: %+v", x)
+	}
+	f.want(f.call(scoped, "POST", base+"/export/history", map[string]any{"hash": v1, "recipient": rcpt}), 403, "forbidden")
+	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": strings.Repeat("ab", 32), "recipient": rcpt}), 404, "no_chain")
+	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"subject": "nobody", "recipient": rcpt}), 404, "no_chain")
+	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1}), 400, "invalid_argument")
+	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1, "recipient": "nope"}), 400, "invalid_argument")
+	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"recipient": rcpt}), 400, "empty_selector")
+	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1, "subject": alice, "recipient": rcpt}), 400, "empty_selector")
+	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": "xyz", "recipient": rcpt}), 400, "invalid_argument")
 }

@@ -114,6 +114,6 @@ func (d calDB) Forget(_ context.Context, sel lethe.Selector) (*lethe.ForgetResul
 	return d.s.forgetSelected(d.c, sel, false)
 }
 
-func (d calDB) Supersede(_ context.Context, oldHash string, g lethe.Grain) (string, error) {
-	return d.s.supersedeGrain(d.c, g.Memory, oldHash, g)
+func (d calDB) Supersede(_ context.Context, oldHash string, g lethe.Grain, set ...string) (string, error) {
+	return d.s.supersedeGrain(d.c, g.Memory, oldHash, g, set...)
 }

@@ -14,9 +14,9 @@ import (
 // Eraser is what the crypto-erasure and hold routes need of the library;
 // *lethe.DB has it.
 type Eraser interface {
-	ForgetUser(ctx context.Context, memory, userID string) (*lethe.Erasure, error)
-	EraseScope(ctx context.Context, memory, path string) (*lethe.Erasure, error)
-	EraseMemory(ctx context.Context, memory string) (*lethe.Erasure, error)
+	ForgetUser(ctx context.Context, memory, userID string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
+	EraseScope(ctx context.Context, memory, path string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
+	EraseMemory(ctx context.Context, memory string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
 	SetHold(ctx context.Context, spec lethe.HoldSpec) (*lethe.Hold, error)
 	ReleaseHold(ctx context.Context, memory, id string) error
 	Holds(ctx context.Context, memory string) ([]lethe.Hold, error)
@@ -34,6 +34,14 @@ func required(field string, v *string) (string, error) {
 	return *v, nil
 }
 
+// eraseOptions are the library's options for a body's dry_run.
+func eraseOptions(dryRun bool) []lethe.EraseOption {
+	if dryRun {
+		return []lethe.EraseOption{lethe.DryRun()}
+	}
+	return nil
+}
+
 func unscopedOnly(what string) error {
 	return apiError(CodeForbidden, "a scope-limited token cannot "+what, "use a token without scope limits")
 }
@@ -48,7 +56,7 @@ func (s *Server) forgetUser(c *gin.Context, req *ForgetUserRequest) (reply, erro
 	if tokenOf(c).Scoped() {
 		return nil, unscopedOnly("erase a user")
 	}
-	res, err := s.lib.ForgetUser(c.Request.Context(), c.Param("memory"), user)
+	res, err := s.lib.ForgetUser(c.Request.Context(), c.Param("memory"), user, eraseOptions(req.DryRun)...)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +84,7 @@ func (s *Server) scopeErase(c *gin.Context, req *ScopeEraseRequest) (reply, erro
 	if !tokenOf(c).AllowsScope(path) {
 		return nil, outOfScope(field)
 	}
-	res, err := s.lib.EraseScope(c.Request.Context(), c.Param("memory"), path)
+	res, err := s.lib.EraseScope(c.Request.Context(), c.Param("memory"), path, eraseOptions(req.DryRun)...)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +101,7 @@ func (s *Server) eraseMemory(c *gin.Context, req *EraseMemoryRequest) (reply, er
 	if tokenOf(c).Scoped() {
 		return nil, unscopedOnly("erase a memory")
 	}
-	res, err := s.lib.EraseMemory(c.Request.Context(), memory)
+	res, err := s.lib.EraseMemory(c.Request.Context(), memory, eraseOptions(req.DryRun)...)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,10 @@ var statuses = map[lethe.Code]int{
 	lethe.CodePending:           http.StatusAccepted, // committed and audited; no signed checkpoint covers it yet
 	lethe.CodeInternal:          http.StatusInternalServerError,
 	lethe.CodeDimensionMismatch: http.StatusBadRequest,
+	lethe.CodeNoChain:           http.StatusNotFound,
+	lethe.CodeURLRefused:        http.StatusBadRequest,
+	lethe.CodeFourEyes:          http.StatusForbidden, // the same token cannot file and approve an erasure request
+	lethe.CodeInvalidState:      http.StatusConflict,
 	CodeUnauthorized:            http.StatusUnauthorized,
 	CodeForbidden:               http.StatusForbidden,
 	CodePayloadTooLarge:         http.StatusRequestEntityTooLarge,

@@ -20,6 +20,8 @@ func TestStatusTable(t *testing.T) {
 		{grains.CodeNotFound, 404}, {grains.CodeAlreadySuperseded, 409}, {grains.CodeConflict, 409},
 		{grains.CodeErased, 404}, {grains.CodeHeld, 423}, {grains.CodeProtected, 409},
 		{grains.CodeUnavailable, 503}, {grains.CodePending, 202}, {grains.CodeInternal, 500}, {grains.CodeDimensionMismatch, 400},
+		{grains.CodeNoChain, 404}, {grains.CodeURLRefused, 400},
+		{grains.CodeFourEyes, 403}, {grains.CodeInvalidState, 409},
 		{CodeUnauthorized, 401}, {CodeForbidden, 403}, {CodePayloadTooLarge, 413},
 		{CodeUnsupportedMediaType, 415}, {CodeMethodNotAllowed, 405}, {CodeRouteNotFound, 404},
 		{CodeDeadlineExceeded, 504}, {"no_such_code", 500},

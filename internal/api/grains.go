@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -186,18 +187,19 @@ func (s *Server) supersede(c *gin.Context, req *SupersedeRequest) (reply, error)
 		return nil, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits")
 	}
 	memory := c.Param("memory")
-	h, err := s.supersedeGrain(c, memory, req.BlobHash, req.GrainInput.Grain(memory))
+	h, err := s.supersedeGrain(c, memory, req.BlobHash, req.GrainInput.Grain(memory), req.Set...)
 	if err != nil {
 		return nil, err
 	}
 	return jsonReply{http.StatusCreated, SupersedeResponse{Hash: h, Superseded: req.BlobHash, Status: "superseded"}}, nil
 }
 
-// supersedeGrain writes g as the new version of old. A type left out
+// supersedeGrain writes g as the new version of old, setting the fields
+// set names even when empty (see lethe.DB.Supersede). A type left out
 // carries forward, as Areev's supersede (which names none) expects. A
 // scope-limited token supersedes only grains within its scopes, into its
-// scopes.
-func (s *Server) supersedeGrain(c *gin.Context, memory, old string, g lethe.Grain) (string, error) {
+// scopes (a scope set to "", the root, included).
+func (s *Server) supersedeGrain(c *gin.Context, memory, old string, g lethe.Grain, set ...string) (string, error) {
 	tok := tokenOf(c)
 	if tok.Scoped() || g.Type == "" {
 		prev, err := s.grain(c, memory, old)
@@ -207,11 +209,11 @@ func (s *Server) supersedeGrain(c *gin.Context, memory, old string, g lethe.Grai
 		if g.Type == "" {
 			g.Type = prev.Type
 		}
-		if g.Scope != "" && !tok.AllowsScope(g.Scope) {
+		if (g.Scope != "" || slices.Contains(set, "scope")) && !tok.AllowsScope(g.Scope) {
 			return "", outOfScope("scope")
 		}
 	}
-	return s.lib.Supersede(c.Request.Context(), old, g)
+	return s.lib.Supersede(c.Request.Context(), old, g, set...)
 }
 
 // forget hard-deletes by blob_hash, hashes, subject or user_id. A selector
@@ -220,7 +222,7 @@ func (s *Server) supersedeGrain(c *gin.Context, memory, old string, g lethe.Grai
 // by that user are forgotten, as Areev's {"hashes": [...], "user_id": ...}
 // does.
 func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
-	sel := lethe.Selector{Memory: c.Param("memory"), Hashes: req.Hashes}
+	sel := lethe.Selector{Memory: c.Param("memory"), Hashes: req.Hashes, DryRun: req.DryRun}
 	for _, f := range []struct {
 		name string
 		v    *string
@@ -250,7 +252,7 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 	if (sel.Hash != "" || sel.Hashes != nil) && (sel.Subject != "" || sel.UserID != "") {
 		narrowed, err := s.narrow(c, sel)
 		if err != nil || narrowed == nil {
-			return &lethe.ForgetResult{Hashes: []string{}, Status: "not_found"}, err
+			return &lethe.ForgetResult{DryRun: sel.DryRun, Hashes: []string{}, Status: "not_found"}, err
 		}
 		sel = *narrowed
 	}
@@ -331,5 +333,5 @@ func (s *Server) narrow(c *gin.Context, sel lethe.Selector) (*lethe.Selector, er
 	if kept == nil {
 		return nil, nil
 	}
-	return &lethe.Selector{Memory: sel.Memory, Hashes: kept}, nil
+	return &lethe.Selector{Memory: sel.Memory, Hashes: kept, DryRun: sel.DryRun}, nil
 }

@@ -15,9 +15,13 @@ import (
 func handle[Req any](s *Server, do func(c *gin.Context, req *Req) (reply, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req Req
-		if _, err := decode(c, s.cfg.MaxBody, &req); err != nil {
+		b, err := decode(c, s.cfg.MaxBody, &req)
+		if err != nil {
 			s.fail(c, err)
 			return
+		}
+		if k, ok := any(&req).(keysReader); ok {
+			k.readKeys(b)
 		}
 		r, err := do(c, &req)
 		if err != nil {
@@ -26,6 +30,12 @@ func handle[Req any](s *Server, do func(c *gin.Context, req *Req) (reply, error)
 		}
 		r.send(c)
 	}
+}
+
+// keysReader is a request that also needs the keys its body gives, not
+// only their values (a supersede tells "content": "" from no content).
+type keysReader interface {
+	readKeys(body []byte)
 }
 
 // A reply is the answer to a request a handler served.

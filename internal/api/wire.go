@@ -1,9 +1,11 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // The wire types: request and response bodies of the HTTP API. The CLI's
@@ -12,8 +14,9 @@ import (
 // contract.
 
 // GrainInput is a grain as a client writes it: the writable fields only.
-// The memory comes from the route; hash, chain links, salience and
-// retrieval statistics are the server's.
+// The memory comes from the route; hash, chain links and retrieval
+// statistics are the server's. Salience, in [0,1], starts at 1 when not
+// given.
 type GrainInput struct {
 	Type       string            `json:"type,omitempty"`
 	Subject    string            `json:"subject,omitempty"`
@@ -27,6 +30,7 @@ type GrainInput struct {
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Importance float64           `json:"importance,omitempty"`
 	Confidence float64           `json:"confidence,omitempty"`
+	Salience   float64           `json:"salience,omitempty"`
 	Pinned     bool              `json:"pinned,omitempty"`
 	Embedding  []float32         `json:"embedding,omitempty"`
 	// CreatedAt is for imports; the server's clock otherwise.
@@ -39,7 +43,7 @@ func (in *GrainInput) Grain(memory string) lethe.Grain {
 		Memory: memory, Type: in.Type, Subject: in.Subject, Relation: in.Relation, Object: in.Object,
 		Content: in.Content, Namespace: in.Namespace, Scope: in.Scope, UserID: in.UserID,
 		Tags: in.Tags, Metadata: in.Metadata, Importance: in.Importance, Confidence: in.Confidence,
-		Pinned: in.Pinned, CreatedAt: in.CreatedAt, Embedding: in.Embedding,
+		Salience: in.Salience, Pinned: in.Pinned, CreatedAt: in.CreatedAt, Embedding: in.Embedding,
 	}
 }
 
@@ -48,7 +52,7 @@ func InputOf(g *lethe.Grain) GrainInput {
 	return GrainInput{
 		Type: g.Type, Subject: g.Subject, Relation: g.Relation, Object: g.Object, Content: g.Content,
 		Namespace: g.Namespace, Scope: g.Scope, UserID: g.UserID, Tags: g.Tags, Metadata: g.Metadata,
-		Importance: g.Importance, Confidence: g.Confidence, Pinned: g.Pinned, CreatedAt: g.CreatedAt,
+		Importance: g.Importance, Confidence: g.Confidence, Salience: g.Salience, Pinned: g.Pinned, CreatedAt: g.CreatedAt,
 		Embedding: g.Embedding,
 	}
 }
@@ -57,7 +61,7 @@ func InputOf(g *lethe.Grain) GrainInput {
 func (in *GrainInput) isZero() bool {
 	return in.Type == "" && in.Subject == "" && in.Relation == "" && in.Object == "" && in.Content == "" &&
 		in.Namespace == "" && in.Scope == "" && in.UserID == "" && in.Tags == nil && in.Metadata == nil &&
-		in.Importance == 0 && in.Confidence == 0 && !in.Pinned && in.CreatedAt.IsZero() && in.Embedding == nil
+		in.Importance == 0 && in.Confidence == 0 && in.Salience == 0 && !in.Pinned && in.CreatedAt.IsZero() && in.Embedding == nil
 }
 
 // AddBatchRequest is the body of a batch add: POST .../grains with
@@ -131,11 +135,63 @@ type HistoryResponse struct {
 }
 
 // SupersedeRequest is the body of POST .../supersede: the hash of the
-// version to replace and the new field values (every field left out
-// carries forward, type included).
+// version to replace and the new field values. A field left out carries
+// forward (type included); a field given is set to its value, empty
+// included: "content": "" clears the content, "confidence": 0 sets 0,
+// "tags": [] clears the tags.
 type SupersedeRequest struct {
 	BlobHash string `json:"blob_hash"`
 	GrainInput
+	// Set names the fields given (JSON names, see lethe.Supersede): read
+	// from the body's keys by the server; a client sets it to send those
+	// fields even at their zero value.
+	Set []string `json:"-"`
+}
+
+// readKeys records the settable fields the body names.
+func (r *SupersedeRequest) readKeys(body []byte) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return
+	}
+	r.Set = r.Set[:0]
+	for _, f := range grains.SettableFields {
+		if _, ok := m[f]; ok {
+			r.Set = append(r.Set, f)
+		}
+	}
+}
+
+// zeroValues are what a client sends for a field Set names at its zero
+// value.
+var zeroValues = map[string]any{"tags": []string{}, "metadata": map[string]string{}, "embedding": []float32{},
+	"importance": 0, "confidence": 0, "salience": 0, "pinned": false}
+
+// MarshalJSON encodes r with every field Set names, at its zero value
+// when r leaves it there.
+func (r SupersedeRequest) MarshalJSON() ([]byte, error) {
+	type plain SupersedeRequest
+	b, err := json.Marshal(plain(r))
+	if err != nil || len(r.Set) == 0 {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for _, f := range r.Set {
+		if _, ok := m[f]; ok {
+			continue
+		}
+		z, ok := zeroValues[f]
+		if !ok {
+			z = ""
+		}
+		if m[f], err = json.Marshal(z); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(m)
 }
 
 // SupersedeResponse answers a supersede: the new version's hash, the
@@ -159,6 +215,9 @@ type ForgetRequest struct {
 	// protected types, high importance), never legal holds; the audit
 	// event says so.
 	Force bool `json:"force,omitempty"`
+	// DryRun answers what the forget would delete, or the hold or
+	// protection rule that would refuse it, and changes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // ForgetResponse answers a forget: {"count": n, "status": "forgotten" |
@@ -206,6 +265,9 @@ type TokenList struct {
 // ForgetUserRequest is the body of POST .../forget-user.
 type ForgetUserRequest struct {
 	UserID *string `json:"user_id"`
+	// DryRun reports the count of grains the erasure would make
+	// unreadable and the hold that would refuse it, and changes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // ExportRequest is the body of POST .../export: the user, and the age
@@ -215,17 +277,30 @@ type ExportRequest struct {
 	Recipient *string `json:"recipient"`
 }
 
+// HistoryExportRequest is the body of POST .../export/history: exactly one
+// of hash or subject, and the age X25519 recipient ("age1...") the export
+// is encrypted to.
+type HistoryExportRequest struct {
+	Hash      *string `json:"hash,omitempty"`
+	Subject   *string `json:"subject,omitempty"`
+	Recipient *string `json:"recipient"`
+}
+
 // ScopeEraseRequest is the body of POST .../scope-erase: scope, or
 // scope_path (Areev's name for it), not both.
 type ScopeEraseRequest struct {
 	Scope     *string `json:"scope,omitempty"`
 	ScopePath *string `json:"scope_path,omitempty"`
+	// DryRun: see ForgetUserRequest.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // EraseMemoryRequest is the body of POST .../erase: Confirm must repeat
 // the memory's name.
 type EraseMemoryRequest struct {
 	Confirm string `json:"confirm"`
+	// DryRun: see ForgetUserRequest.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // ErasureResponse answers a crypto-erasure: the count of grains made

@@ -18,8 +18,10 @@
 //	cond      = field "=" string .
 //
 // SUPERSEDE sets type, subject, relation, object, content, namespace,
-// scope, user_id (strings), importance and confidence (numbers), tags (a
-// list) and pinned (TRUE or FALSE). RECALL WHERE filters on type,
+// scope, user_id (strings), importance, confidence and salience (numbers),
+// tags (a list) and pinned (TRUE or FALSE). A field SET names takes its
+// value, empty included (content = "" clears the content, tags = [] the
+// tags, confidence = 0 sets 0); the others carry forward, type included. RECALL WHERE filters on type,
 // subject, relation, object, namespace, scope, user_id and tag (each tag
 // condition adds a tag every grain must carry).
 //
@@ -119,7 +121,7 @@ var (
 	setFields = map[string]ValueKind{
 		"type": String, "subject": String, "relation": String, "object": String, "content": String,
 		"namespace": String, "scope": String, "user_id": String,
-		"importance": Number, "confidence": Number, "tags": List, "pinned": Bool,
+		"importance": Number, "confidence": Number, "salience": Number, "tags": List, "pinned": Bool,
 	}
 	whereFields = map[string]bool{
 		"type": true, "subject": true, "relation": true, "object": true, "namespace": true,

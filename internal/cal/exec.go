@@ -17,7 +17,7 @@ type DB interface {
 	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
 	Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error)
 	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
-	Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error)
+	Supersede(ctx context.Context, oldHash string, g lethe.Grain, set ...string) (string, error)
 }
 
 var _ DB = (*lethe.DB)(nil)
@@ -102,17 +102,11 @@ func Exec(ctx context.Context, db DB, memory string, st Statement) (Result, erro
 		}
 		return &ForgetResult{Statement: "forget", ForgetResult: res}, nil
 	case *Supersede:
+		// Every field SET names is set, empty included (content = ""
+		// clears); the others, type included, carry forward.
 		g := GrainOf(st.Set)
 		g.Memory = memory
-		if g.Type == "" {
-			// Areev's supersede names no type: it carries forward.
-			old, err := db.Get(ctx, memory, st.Hash)
-			if err != nil {
-				return nil, err
-			}
-			g.Type = old.Type
-		}
-		h, err := db.Supersede(ctx, st.Hash, g)
+		h, err := db.Supersede(ctx, st.Hash, g, SetFields(st.Set)...)
 		if err != nil {
 			return nil, err
 		}
@@ -200,6 +194,8 @@ func GrainOf(set []Assign) lethe.Grain {
 			g.Importance = a.Value.Num
 		case "confidence":
 			g.Confidence = a.Value.Num
+		case "salience":
+			g.Salience = a.Value.Num
 		case "tags":
 			g.Tags = a.Value.List
 		case "pinned":
@@ -209,6 +205,15 @@ func GrainOf(set []Assign) lethe.Grain {
 		}
 	}
 	return g
+}
+
+// SetFields returns the names of the fields set assigns, in order.
+func SetFields(set []Assign) []string {
+	out := make([]string, len(set))
+	for i, a := range set {
+		out[i] = a.Field
+	}
+	return out
 }
 
 // QueryOf returns the query of a RECALL in memory.

@@ -1,6 +1,10 @@
 package forgetting
 
-import "slices"
+import (
+	"math"
+	"slices"
+	"time"
+)
 
 // Trigger names an event that may start an archive ladder run.
 type Trigger string
@@ -22,6 +26,11 @@ const (
 	DefaultSoftLimit               = 500
 	DefaultScanBound               = 10000
 	DefaultRetrievalBump           = 0.1
+	// DefaultSalienceHalfLifeDays is lethe's choice (MemState damps
+	// salience but names no rate): a grain written at salience 1 and never
+	// recalled falls below the default threshold (0.05) after 4.3
+	// half-lives, 130 days.
+	DefaultSalienceHalfLifeDays = 30.0
 )
 
 // Rungs are the archive ladder's steps, lowest first. Only Archive is acted
@@ -34,10 +43,17 @@ type Rungs struct {
 }
 
 // LadderConfig is MemState's archive ladder. A run scans at most ScanBound
-// unarchived grains; each with salience below ForgetSalienceThreshold is
-// archived (hidden from default recall, reachable by explicit lookup) and
-// its salience halved. A retrieval raises salience by RetrievalBump, capped
-// at 1. Archiving is not destructive.
+// unarchived grains; each whose salience at the time of the run is below
+// ForgetSalienceThreshold is archived (hidden from default recall,
+// reachable by explicit lookup) and its salience halved. Salience fades
+// while a grain is not reinforced:
+//
+//	salience(now) = stored * 2^(-t/salience_half_life_days)    t: days since the last retrieval, else since the write
+//
+// where stored is the salience at the last reinforcement (the write, at 1
+// or the salience the writer gave, or the last retrieval). A retrieval
+// raises the stored salience by RetrievalBump, capped at 1, and restarts t.
+// Archiving is not destructive.
 type LadderConfig struct {
 	// Enabled turns on runs from every trigger.
 	Enabled bool `yaml:"enabled"`
@@ -52,6 +68,10 @@ type LadderConfig struct {
 	ScanBound int `yaml:"scan_bound"`
 	// RetrievalBump is what a retrieval adds to salience.
 	RetrievalBump float64 `yaml:"retrieval_bump"`
+	// SalienceHalfLifeDays is the time without a retrieval in which
+	// salience halves; 0 turns the fading off (salience then changes only
+	// by retrievals and archiving).
+	SalienceHalfLifeDays float64 `yaml:"salience_half_life_days"`
 	// Triggers are the triggers that may start a run.
 	Triggers []Trigger `yaml:"triggers"`
 	Rungs    Rungs     `yaml:"rungs"`
@@ -74,12 +94,27 @@ func (c LadderConfig) ShouldRun(trigger Trigger, grainCount int) bool {
 	return false
 }
 
-// Step is one grain's turn in a run: archive is true when its salience is
-// below ForgetSalienceThreshold, and newSalience is then half the old one.
-// Archived and pinned grains are left alone (archive false, salience
-// unchanged), as is every grain when the archive rung is off.
-func (c LadderConfig) Step(f Facts) (archive bool, newSalience float64) {
-	if !c.Rungs.Archive || f.Archived || f.Pinned || !(f.Salience < c.ForgetSalienceThreshold) {
+// Salience returns the grain's salience at now: its stored salience
+// halved every SalienceHalfLifeDays since it was last retrieved, or
+// written if it never was. Pinned grains, and every grain when the
+// half-life is not a positive number, keep their stored salience.
+func (c LadderConfig) Salience(f Facts, now time.Time) float64 {
+	s := clamp01(f.Salience)
+	if f.Pinned || !positive(c.SalienceHalfLifeDays) {
+		return s
+	}
+	return s * math.Exp2(-f.idleDays(now)/c.SalienceHalfLifeDays)
+}
+
+// Step is one grain's turn in a run at now: archive is true when its
+// salience at now ([LadderConfig.Salience]) is below
+// ForgetSalienceThreshold, and newSalience, the stored salience after the
+// step, is then half the stored one (so the salience at now halves too:
+// archiving does not restart the fading). Archived and pinned grains are
+// left alone (archive false, salience unchanged), as is every grain when
+// the archive rung is off.
+func (c LadderConfig) Step(f Facts, now time.Time) (archive bool, newSalience float64) {
+	if !c.Rungs.Archive || f.Archived || f.Pinned || !(c.Salience(f, now) < c.ForgetSalienceThreshold) {
 		return false, f.Salience
 	}
 	return true, f.Salience / 2

@@ -1,6 +1,9 @@
 package forgetting
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestShouldRun(t *testing.T) {
 	def := Default().Ladder // soft limit 500, all triggers
@@ -68,7 +71,7 @@ func TestStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			archive, s := tt.c.Step(tt.f)
+			archive, s := tt.c.Step(tt.f, time.Time{})
 			if archive != tt.wantArchive {
 				t.Errorf("Step archive = %v, want %v", archive, tt.wantArchive)
 			}
@@ -82,12 +85,12 @@ func TestPolicyLadderStepProtected(t *testing.T) {
 	goal := aged(10, 0)
 	goal.Type = "goal"
 	goal.Salience = 0.01
-	if archive, s := p.LadderStep(goal); archive || s != 0.01 {
+	if archive, s := p.LadderStep(goal, time.Time{}); archive || s != 0.01 {
 		t.Errorf("LadderStep(goal) = %v, %v; want false, 0.01", archive, s)
 	}
 	fact := aged(10, 0)
 	fact.Salience = 0.01
-	if archive, s := p.LadderStep(fact); !archive || s != 0.005 {
+	if archive, s := p.LadderStep(fact, time.Time{}); !archive || s != 0.005 {
 		t.Errorf("LadderStep(fact) = %v, %v; want true, 0.005", archive, s)
 	}
 }
@@ -123,5 +126,43 @@ func TestRetrieved(t *testing.T) {
 	near(t, "Retrieved salience", g.Salience, 0.6)
 	if f.RetrievalCount != 2 {
 		t.Error("Retrieved modified its argument")
+	}
+}
+
+func TestSalienceFades(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	days := func(d float64) time.Time { return now.Add(-time.Duration(d * 24 * float64(time.Hour))) }
+	def := Default().Ladder // half-life 30 days
+	off := def
+	off.SalienceHalfLifeDays = 0
+	tests := []struct {
+		name string
+		c    LadderConfig
+		f    Facts
+		want float64
+	}{
+		{"fresh", def, Facts{Salience: 1, CreatedAt: now}, 1},
+		{"one half-life since the write", def, Facts{Salience: 1, CreatedAt: days(30)}, 0.5},
+		{"two half-lives, stored 0.8", def, Facts{Salience: 0.8, CreatedAt: days(60)}, 0.2},
+		{"the last retrieval restarts the clock", def, Facts{Salience: 1, CreatedAt: days(300), LastRetrievedAt: days(30)}, 0.5},
+		{"pinned does not fade", def, Facts{Salience: 0.7, CreatedAt: days(300), Pinned: true}, 0.7},
+		{"half-life 0: no fading", off, Facts{Salience: 0.7, CreatedAt: days(300)}, 0.7},
+		{"future write counts as now", def, Facts{Salience: 0.3, CreatedAt: now.Add(time.Hour)}, 0.3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			near(t, "Salience", tt.c.Salience(tt.f, now), tt.want)
+		})
+	}
+	// The ladder archives by the faded salience and halves the stored one.
+	f := Facts{Salience: 1, CreatedAt: days(200)} // 2^(-200/30) = 0.0098
+	if archive, s := def.Step(f, now); !archive || s != 0.5 {
+		t.Errorf("Step(200 days idle) = %v, %v; want true, 0.5", archive, s)
+	}
+	if archive, _ := off.Step(f, now); archive {
+		t.Error("Step without fading archived a grain at stored salience 1")
+	}
+	if archive, _ := def.Step(Facts{Salience: 1, CreatedAt: days(200), LastRetrievedAt: days(1)}, now); archive {
+		t.Error("Step archived a grain retrieved yesterday")
 	}
 }

@@ -346,6 +346,7 @@ func (p *Policy) Validate() error {
 	v.intRange("ladder.soft_limit", l.SoftLimit, 0, maxScanBound)
 	v.intRange("ladder.scan_bound", l.ScanBound, 1, maxScanBound)
 	v.floatRange("ladder.retrieval_bump", l.RetrievalBump, 0, 1, false)
+	v.floatRange("ladder.salience_half_life_days", l.SalienceHalfLifeDays, 0, 36500, false)
 	seenT := map[Trigger]bool{}
 	for i, t := range l.Triggers {
 		key := fmt.Sprintf("ladder.triggers[%d]", i)

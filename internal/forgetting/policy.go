@@ -82,6 +82,7 @@ func Default() *Policy {
 			SoftLimit:               DefaultSoftLimit,
 			ScanBound:               DefaultScanBound,
 			RetrievalBump:           DefaultRetrievalBump,
+			SalienceHalfLifeDays:    DefaultSalienceHalfLifeDays,
 			Triggers:                []Trigger{TriggerIngestComplete, TriggerQueryComplete, TriggerCron, TriggerMemoryPressure},
 			Rungs:                   Rungs{Archive: true},
 		},
@@ -120,11 +121,11 @@ func (p *Policy) PurgeCandidate(f Facts, now time.Time) bool {
 
 // LadderStep is [LadderConfig.Step] for grains no protection rule keeps;
 // a protected grain is never archived (archive false, salience unchanged).
-func (p *Policy) LadderStep(f Facts) (archive bool, newSalience float64) {
+func (p *Policy) LadderStep(f Facts, now time.Time) (archive bool, newSalience float64) {
 	if prot, _, _ := p.Risk.Protected(f); prot {
 		return false, f.Salience
 	}
-	return p.Ladder.Step(f)
+	return p.Ladder.Step(f, now)
 }
 
 // RetrievalArchive reports whether the retrieval sweep archives the grain

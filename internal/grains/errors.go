@@ -28,6 +28,10 @@ const (
 	CodePending           Code = "pending"            // committed and audited, but no signed checkpoint covers it yet
 	CodeInternal          Code = "internal"           // a bug or an invariant broken; details are logged, not returned
 	CodeDimensionMismatch Code = "dimension_mismatch" // an embedding's dimension differs from its memory's
+	CodeNoChain           Code = "no_chain"           // a history export's selector matches no version chain
+	CodeURLRefused        Code = "url_refused"        // a hook URL names or resolves to an internal address
+	CodeFourEyes          Code = "four_eyes"          // an erasure request's requester tried to approve it
+	CodeInvalidState      Code = "invalid_state"      // an erasure request's status does not allow the call
 )
 
 // Error is a domain error: a stable Code, the field it concerns (if any),

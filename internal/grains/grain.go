@@ -100,10 +100,29 @@ type Grain struct {
 	// Score is a text or vector recall's rank of the grain (relevance
 	// times the retrieval-time decay); 0 elsewhere.
 	Score float64 `json:"score,omitempty"`
+	// Scores are the forgetting policies' scores of the grain when a
+	// recall answered it, before that recall's own retrieval counted; nil
+	// elsewhere (get, history).
+	Scores *Scores `json:"scores,omitempty"`
 
 	// Erased marks a version of a chain that was erased, in a history:
 	// such a Grain has only Hash set, and encodes as {"hash", "erased"}.
 	Erased bool `json:"erased,omitempty"`
+}
+
+// Scores are a grain's forgetting scores at one time, each in [0,1].
+type Scores struct {
+	// Retrieval is Vitamem's retrieval-time decay score (with the
+	// retrieval boost; 1 for pinned grains): the retrieval sweep archives
+	// the grain at or below retrieval.min_retrieval_score.
+	Retrieval float64 `json:"retrieval"`
+	// Salience is the ladder's salience, faded since the last retrieval:
+	// the archive ladder archives the grain below
+	// ladder.forget_salience_threshold.
+	Salience float64 `json:"salience"`
+	// Retention is the decay purge's retention: the purge forgets the
+	// grain below decay.threshold (once older than decay.min_age_days).
+	Retention float64 `json:"retention"`
 }
 
 // MarshalJSON encodes g; an Erased version encodes as its hash and

@@ -106,20 +106,41 @@ func (q *Query) Validate() error {
 // Search reports whether q is a text or vector search.
 func (q *Query) Search() bool { return q.Text != "" || q.Embedding != nil }
 
+// Matches reports whether g is selected by s's subject and user (each
+// compared as a forget by it compares: the subject with case and spaces
+// folded, the user exactly after NFC); an empty one matches every grain.
+func (s *Selector) Matches(g *Grain) bool {
+	return (s.Subject == "" || NormalizeValue(s.Subject) == NormalizeValue(g.Subject)) &&
+		(s.UserID == "" || NormalizeText(s.UserID) == NormalizeText(g.UserID))
+}
+
 // MaxCursorBytes bounds a recall cursor.
 const MaxCursorBytes = 512
 
-// Selector names grains to forget: exactly one of Hash, Hashes, Subject or
-// UserID. An empty selector is an error, never "everything".
+// Selector names grains to forget: one of Hash, Hashes, Subject or UserID,
+// or Hash or Hashes narrowed (AND) by Subject and/or UserID: then only the
+// listed grains about that subject and by that user are selected (Areev's
+// {"hashes": [...], "user_id": "john"}). An empty selector is an error,
+// never "everything".
 type Selector struct {
 	Memory  string
 	Hash    string
 	Hashes  []string
 	Subject string
 	UserID  string
+	// DryRun reports what the forget would delete (and the hold or
+	// protection rule that would refuse it) and changes nothing: no grain,
+	// no audit event.
+	DryRun bool
 }
 
-// Validate normalizes the memory and checks that exactly one selector is set.
+// Narrowed reports whether s lists hashes narrowed by a subject or user.
+func (s *Selector) Narrowed() bool {
+	return (s.Hash != "" || s.Hashes != nil) && (s.Subject != "" || s.UserID != "")
+}
+
+// Validate normalizes the memory and checks that one selector is set, or
+// hashes narrowed by a subject and/or user.
 func (s *Selector) Validate() error {
 	if s.Memory == "" {
 		s.Memory = DefaultMemory
@@ -168,8 +189,11 @@ func (s *Selector) Validate() error {
 	case n == 0:
 		return &Error{Code: CodeEmptySelector, Message: "name what to forget: a hash, hashes, a subject or a user_id",
 			Hint: "an empty selector never means everything; to erase a whole user or scope use forget-user or scope-erase"}
-	case n > 1:
-		return &Error{Code: CodeInvalidArgument, Message: "give exactly one of hash, hashes, subject or user_id"}
+	case s.Hash != "" && s.Hashes != nil:
+		return &Error{Code: CodeInvalidArgument, Message: "give hash or hashes, not both"}
+	case n > 1 && !s.Narrowed():
+		return &Error{Code: CodeInvalidArgument, Message: "give one of hash, hashes, subject or user_id, or hashes narrowed by subject and/or user_id",
+			Hint: "subject and user_id together narrow a list of hashes; alone, forget by one of them"}
 	}
 	return nil
 }

@@ -281,6 +281,10 @@ func (w *VaultWrapper) String() string {
 	return "vault-transit(" + w.cfg.Address + ", " + w.cfg.Mount + "/keys/" + w.cfg.KeyName + ")"
 }
 
+// Dedicated reports whether every data key has a transit key of its own
+// (dedicated-key mode), which Destroy deletes.
+func (w *VaultWrapper) Dedicated() bool { return w.cfg.Dedicated }
+
 // DedicatedKeyName returns the transit key that wraps ref's data key in
 // dedicated mode.
 func (w *VaultWrapper) DedicatedKeyName(ref Ref) (string, error) {

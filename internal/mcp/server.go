@@ -23,7 +23,7 @@ type Library interface {
 	Add(ctx context.Context, g lethe.Grain) (string, error)
 	Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error)
 	Get(ctx context.Context, memory, hash string) (*lethe.Grain, error)
-	Supersede(ctx context.Context, oldHash string, g lethe.Grain) (string, error)
+	Supersede(ctx context.Context, oldHash string, g lethe.Grain, set ...string) (string, error)
 	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
 	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
 	RiskSweep(ctx context.Context, memory string, opts lethe.RiskOptions) (*lethe.RiskResult, error)
@@ -32,8 +32,8 @@ type Library interface {
 // Eraser is crypto-erasure, offered as the forget_user and erase_scope
 // tools only when a Config has one.
 type Eraser interface {
-	ForgetUser(ctx context.Context, memory, userID string) (*lethe.Erasure, error)
-	EraseScope(ctx context.Context, memory, path string) (*lethe.Erasure, error)
+	ForgetUser(ctx context.Context, memory, userID string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
+	EraseScope(ctx context.Context, memory, path string, opts ...lethe.EraseOption) (*lethe.Erasure, error)
 }
 
 var (

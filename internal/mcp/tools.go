@@ -28,6 +28,7 @@ type GrainFields struct {
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Importance float64           `json:"importance,omitempty" jsonschema:"0 to 1; at or above the policy's threshold (0.9 by default) the grain is protected from forget"`
 	Confidence float64           `json:"confidence,omitempty" jsonschema:"0 to 1 (default 1)"`
+	Salience   float64           `json:"salience,omitempty" jsonschema:"0 to 1 (default 1); it decays while nobody recalls the grain, and the archive ladder archives grains whose salience falls below its threshold"`
 	Pinned     bool              `json:"pinned,omitempty" jsonschema:"pinned grains never decay and are protected from forget"`
 	Embedding  []float32         `json:"embedding,omitempty" jsonschema:"an optional vector for vector recall; every embedding of a memory has the dimension of its first"`
 }
@@ -35,7 +36,8 @@ type GrainFields struct {
 func (f *GrainFields) grain(memory string) lethe.Grain {
 	return lethe.Grain{Memory: memory, Type: f.Type, Subject: f.Subject, Relation: f.Relation, Object: f.Object,
 		Content: f.Content, Namespace: f.Namespace, Scope: f.Scope, UserID: f.UserID, Tags: f.Tags,
-		Metadata: f.Metadata, Importance: f.Importance, Confidence: f.Confidence, Pinned: f.Pinned, Embedding: f.Embedding}
+		Metadata: f.Metadata, Importance: f.Importance, Confidence: f.Confidence, Salience: f.Salience, Pinned: f.Pinned,
+		Embedding: f.Embedding}
 }
 
 // AddInput is the add tool's input.
@@ -195,7 +197,8 @@ func (h *handlers) addTools(s *sdk.Server) {
 			"and on a server that schedules policies it may start the archive ladder.",
 		true, false, true), h.recall)
 	sdk.AddTool(s, tool("supersede", "Supersede a grain",
-		"Write a new version of a grain. Fields left out carry forward; the old version stays in the history, hidden from default recall. "+
+		"Write a new version of a grain. Fields left out carry forward; a field given is set, empty included (\"content\": \"\" clears it, \"tags\": [] clears the tags); "+
+			"the old version stays in the history, hidden from default recall. "+
 			"Only the newest version can be superseded, so repeating a call changes nothing.",
 		false, false, true), h.supersede)
 	sdk.AddTool(s, tool("history", "Version history",
@@ -295,28 +298,47 @@ func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in S
 		return nil, nil, h.fail("supersede", grains.FieldError(lethe.CodeInvalidArgument, "hash", "must be 64 lowercase hex digits"))
 	}
 	g := in.grain(memory)
+	// A field the arguments name is set, empty included ("content": ""
+	// clears it); the others carry forward.
+	set := namedFields(req.Params.Arguments)
 	if h.locked() {
 		if _, err := h.get(ctx, memory, in.Hash, "hash"); err != nil {
 			return nil, nil, h.fail("supersede", err)
 		}
 		// Fields left out carry forward from the old version, which is
-		// inside the lock; named ones must be too.
-		if g.Namespace != "" {
+		// inside the lock; named ones must be too (named empty: the lock's).
+		if g.Namespace != "" || slices.Contains(set, "namespace") {
 			if g.Namespace, err = h.namespace(g.Namespace); err != nil {
 				return nil, nil, h.fail("supersede", err)
 			}
 		}
-		if g.Scope != "" {
+		if g.Scope != "" || slices.Contains(set, "scope") {
 			if g.Scope, err = h.scope(g.Scope); err != nil {
 				return nil, nil, h.fail("supersede", err)
 			}
 		}
 	}
-	hash, err := h.cfg.Library.Supersede(ctx, in.Hash, g)
+	hash, err := h.cfg.Library.Supersede(ctx, in.Hash, g, set...)
 	if err != nil {
 		return nil, nil, h.fail("supersede", err)
 	}
 	return nil, &SupersedeOutput{Hash: hash, Superseded: in.Hash}, nil
+}
+
+// namedFields returns the settable grain fields a tool call's arguments
+// name (see grains.SettableFields).
+func namedFields(args json.RawMessage) []string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return nil
+	}
+	var set []string
+	for _, f := range grains.SettableFields {
+		if _, ok := m[f]; ok {
+			set = append(set, f)
+		}
+	}
+	return set
 }
 
 // chain returns the version chain of hash, refused when the grain asked

@@ -65,6 +65,11 @@ type EventsFunc[T any] func(ctx context.Context, change T) ([]Event, error)
 
 // commitEvents inserts in tx, created at now, the events mk builds for
 // change.
+// ErrDryRun, returned by an EventsFunc, rolls the change back: the call
+// that built the change returns what it would have done (its *Deletion or
+// *Erasure) with an error wrapping ErrDryRun, and nothing is written.
+var ErrDryRun = errors.New("dry run: rolled back")
+
 func commitEvents[T any](ctx context.Context, tx *gorm.DB, now int64, change T, mk EventsFunc[T]) error {
 	if mk == nil {
 		return nil
@@ -84,7 +89,10 @@ func insertEvents(tx *gorm.DB, now int64, evs []Event) error {
 	for i, e := range evs {
 		rows[i] = EventRow{EventID: e.ID, Memory: e.Memory, Type: e.Type, Leaf: e.Leaf, CreatedUS: now}
 	}
-	return translate(tx.Create(&rows).Error, "write audit event")
+	if err := tx.Create(&rows).Error; err != nil {
+		return translate(err, "write audit event")
+	}
+	return queueDeliveriesGorm(tx, evs)
 }
 
 func insertEventsPG(ctx context.Context, tx pgx.Tx, now int64, evs []Event) error {
@@ -94,7 +102,10 @@ func insertEventsPG(ctx context.Context, tx pgx.Tx, now int64, evs []Event) erro
 			return err
 		}
 	}
-	return nil
+	if len(evs) == 0 {
+		return nil
+	}
+	return queueDeliveriesPG(ctx, tx, evs)
 }
 
 // AppendEvents commits events alone (for events that record no other state

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/requests"
 )
 
 // HoldRow is a legal hold on a scope prefix or a user of a memory. A user
@@ -175,19 +176,33 @@ type EraseSpec struct {
 	// UserRef is the user's blind reference for user erasures.
 	UserRef []byte
 	Now     int64
+	// Request, when set, is the execution of an erasure request: the
+	// erase moves it to executed in its own transaction (first, so that of
+	// two replicas executing it one erases and the other fails with
+	// invalid_state), records the result in it and destroys its sealed
+	// subject.
+	Request *requests.Transition
 }
 
 // EraseKey destroys the live key named by spec (and, for scopes and
 // memories, every key below it) in one transaction with the events mk
 // builds, after checking holds; it bumps the memory's erase epoch and leaves
 // a cleanup job for the unreadable rows. It fails with not_found when there
-// is no live key (nothing to erase), and with held under a legal hold.
+// is no live key (nothing to erase), and with held under a legal hold. A
+// hold refusal, or mk returning ErrDryRun (which rolls everything back),
+// returns what the erase would have destroyed with the error (Destroyed
+// only for a dry run).
 func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (*Erasure, error) {
 	var er *Erasure
 	var xid int64
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := lockMemory(tx, db.dialect, spec.Memory, true); err != nil {
 			return err
+		}
+		if spec.Request != nil {
+			if err := claimRequest(tx, spec.Request); err != nil {
+				return err
+			}
 		}
 		if err := db.finishCleanup(tx, spec.Memory); err != nil {
 			return err
@@ -201,9 +216,6 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 			return grains.Errorf(grains.CodeNotFound, "nothing to erase: no live %s key", spec.Kind)
 		}
 		key := target[0]
-		if err := db.checkEraseHolds(tx, spec, key.ID); err != nil {
-			return err
-		}
 		// Rows the key makes unreadable, from the counters: O(scopes), not O(grains).
 		var count int64
 		var err error
@@ -217,6 +229,16 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 		}
 		if err != nil {
 			return err
+		}
+		er = &Erasure{Count: count, Fingerprint: key.Fingerprint}
+		if err := db.checkEraseHolds(tx, spec, key.ID); err != nil {
+			return err
+		}
+		var scopes map[string]int64
+		if spec.Request != nil {
+			if scopes, err = db.scopeCounts(tx, spec, key.ID); err != nil {
+				return err
+			}
 		}
 		// Destroy the key, and the keys it is the parent of.
 		var victims []KeyRow
@@ -232,7 +254,6 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 			return translate(err, "read data keys")
 		}
 		ids := make([]int64, 0, len(victims))
-		er = &Erasure{Count: count, Fingerprint: key.Fingerprint}
 		slices.SortFunc(victims, func(a, b KeyRow) int {
 			if a.ID == key.ID {
 				return -1
@@ -274,10 +295,30 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 				return translate(err, "erase")
 			}
 		}
-		return commitEvents(ctx, tx, spec.Now, er, mk)
+		var evs []Event
+		if mk != nil {
+			if evs, err = mk(ctx, er); err != nil {
+				return err
+			}
+		}
+		if err := insertEvents(tx, spec.Now, evs); err != nil {
+			return err
+		}
+		if t := spec.Request; t != nil {
+			t.Count, t.Scopes = er.Count, scopes
+			t.KeyFingerprints = t.KeyFingerprints[:0]
+			for _, k := range er.Destroyed {
+				t.KeyFingerprints = append(t.KeyFingerprints, k.Fingerprint)
+			}
+			if len(evs) > 0 {
+				t.EventID = evs[0].ID
+			}
+			return finishRequest(tx, t)
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, translate(err, "erase")
+		return er, translate(err, "erase")
 	}
 	db.noteEraseXID(xid)
 	if serr := db.scrubKeys(ctx); serr != nil {
@@ -290,49 +331,61 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 
 // checkEraseHolds refuses an erase that would destroy held grains.
 func (db *DB) checkEraseHolds(tx *gorm.DB, spec EraseSpec, keyID int64) error {
-	hs, err := activeHolds(tx, spec.Memory)
-	if err != nil || len(hs) == 0 {
+	ids, err := db.eraseHolds(tx, spec, keyID, false)
+	if err != nil || len(ids) == 0 {
 		return err
 	}
+	return HoldError(ids[0])
+}
+
+// eraseHolds returns the active holds that refuse an erase of spec (whose
+// live key is keyID): the first one, or with all every one, in id order.
+func (db *DB) eraseHolds(tx *gorm.DB, spec EraseSpec, keyID int64, all bool) ([]string, error) {
+	hs, err := activeHolds(tx, spec.Memory)
+	if err != nil || len(hs) == 0 {
+		return []string{}, err
+	}
+	out := []string{}
 	for _, h := range hs {
+		refuses := false
 		switch spec.Kind {
 		case keys.KindMemory:
-			return HoldError(h.ID)
+			refuses = true
 		case keys.KindScope:
 			if h.Cover().NestsWith(spec.Name) {
-				return HoldError(h.ID)
-			}
-			if h.Kind == grains.HoldUser {
+				refuses = true
+			} else if h.Kind == grains.HoldUser {
 				cond, args := db.underPrefix("scope", spec.Name)
 				ids, err := userKeyIDs(tx, spec.Memory, h.UserRef)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				var n int64
 				if err := tx.Model(&GrainRow{}).Where("memory = ? AND user_key_id IN ?", spec.Memory, nonEmpty(ids)).Where(cond, args...).Limit(1).Count(&n).Error; err != nil {
-					return translate(err, "check holds")
+					return nil, translate(err, "check holds")
 				}
-				if n > 0 {
-					return HoldError(h.ID)
-				}
+				refuses = n > 0
 			}
 		case keys.KindUser:
 			if h.Kind == grains.HoldUser && h.Cover().Covers("", spec.UserRef) {
-				return HoldError(h.ID)
-			}
-			if h.Kind == grains.HoldScope {
+				refuses = true
+			} else if h.Kind == grains.HoldScope {
 				cond, args := db.underPrefix("scope", h.Scope)
 				var n int64
 				if err := tx.Model(&GrainRow{}).Where("memory = ? AND user_key_id = ?", spec.Memory, keyID).Where(cond, args...).Limit(1).Count(&n).Error; err != nil {
-					return translate(err, "check holds")
+					return nil, translate(err, "check holds")
 				}
-				if n > 0 {
-					return HoldError(h.ID)
-				}
+				refuses = n > 0
+			}
+		}
+		if refuses {
+			out = append(out, h.ID)
+			if !all {
+				break
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 func bumpEpoch(tx *gorm.DB, memory string) error {

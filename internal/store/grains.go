@@ -956,7 +956,9 @@ type Deletion struct {
 
 // DeleteHashes deletes the grains of memory with the given hashes and every
 // version of their chains, with their tag tokens and the events mk builds,
-// in one transaction.
+// in one transaction. Refused by a hold (code held), or rolled back by mk
+// returning ErrDryRun, it returns what it would have deleted with the
+// error.
 func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, now int64, mk EventsFunc[*Deletion]) (*Deletion, error) {
 	var del *Deletion
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -985,7 +987,8 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 
 // DeleteWhere deletes every grain of f.Memory matching f (superseded and
 // archived included, whatever f says) and every version of their chains,
-// with the events mk builds, in one transaction.
+// with the events mk builds, in one transaction. A hold refusal or a dry
+// run returns what it would have deleted, as DeleteHashes does.
 func (db *DB) DeleteWhere(ctx context.Context, f Filter, now int64, mk EventsFunc[*Deletion]) (*Deletion, error) {
 	if f.empty() {
 		return &Deletion{}, nil
@@ -1082,7 +1085,7 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 	}
 	sort.Strings(del.Hashes)
 	if err := checkRowHolds(tx, memory, idList); err != nil {
-		return nil, err
+		return del, err // what a hold refuses, for a dry run to report
 	}
 	if err := deleteIDs(tx, idList); err != nil {
 		return nil, err

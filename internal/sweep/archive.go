@@ -85,14 +85,21 @@ func (s *Sweeper) archiveLadder(ctx context.Context, memory string, opts Archive
 	}
 	res.Ran = true
 	threshold := pol.Ladder.ForgetSalienceThreshold
+	now := s.now().UTC()
 	var ids []int64
 	if threshold > 0 {
 		bound := pol.Ladder.ScanBound
-		err = s.scan(ctx, store.OpScan{Memory: memory, Heads: true, Unarchived: true, SalienceBelow: threshold, Limit: min(scanPage, bound)},
+		below := threshold
+		if pol.Ladder.SalienceHalfLifeDays > 0 {
+			// Salience fades with time, which the stored column does not
+			// show: every unarchived grain is a candidate, up to the bound.
+			below = 0
+		}
+		err = s.scan(ctx, store.OpScan{Memory: memory, Heads: true, Unarchived: true, SalienceBelow: below, Limit: min(scanPage, bound)},
 			func(r *store.OpRow) (bool, error) {
 				res.Scanned++
 				f := factsOf(r)
-				if arch, _ := pol.Ladder.Step(f); arch {
+				if arch, _ := pol.Ladder.Step(f, now); arch {
 					if prot, _, _ := pol.Protected(f); prot {
 						res.Protected++
 					} else {
@@ -114,7 +121,7 @@ func (s *Sweeper) archiveLadder(ctx context.Context, memory string, opts Archive
 		return res, nil
 	}
 	keep := func(r store.OpRow) bool {
-		arch, _ := pol.LadderStep(factsOf(&r))
+		arch, _ := pol.LadderStep(factsOf(&r), now)
 		return arch
 	}
 	all, err := s.archiveIDs(ctx, memory, policyLadder, string(opts.Trigger), ids, 0.5, keep, res)

@@ -16,31 +16,41 @@ import (
 // requests about a person: their callers do not check (holds still refuse
 // them).
 func (s *Sweeper) CheckForget(ctx context.Context, memory string, hashes []string, force bool) (override bool, err error) {
+	hash, perr, err := s.Protected(ctx, memory, hashes)
+	if err != nil || perr == nil {
+		return false, err
+	}
+	if force {
+		return true, nil
+	}
+	ev, eerr := s.journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
+		l.Hashes, l.Reason = []string{hash}, "protected"
+	})
+	if eerr == nil {
+		eerr = s.journal.Append(ctx, ev)
+	}
+	if eerr != nil {
+		s.logger.Error("could not audit a refused forget", slog.Any("error", eerr))
+	}
+	return false, perr
+}
+
+// Protected returns the first grain of the chains of hashes that a
+// protection rule keeps from an explicit forget, with the rule's refusal
+// (code protected), or perr nil when none is; it audits nothing (a dry
+// run's check). err is a failure to read the store.
+func (s *Sweeper) Protected(ctx context.Context, memory string, hashes []string) (hash string, perr, err error) {
 	if len(hashes) == 0 {
-		return false, nil
+		return "", nil, nil
 	}
 	rows, err := s.store.ChainOps(ctx, memory, hashes)
 	if err != nil {
-		return false, err
+		return "", nil, err
 	}
 	for i := range rows {
-		perr := s.policy.CheckForget(factsOf(&rows[i]))
-		if perr == nil {
-			continue
+		if perr := s.policy.CheckForget(factsOf(&rows[i])); perr != nil {
+			return rows[i].Hash, perr, nil
 		}
-		if force {
-			return true, nil
-		}
-		ev, eerr := s.journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
-			l.Hashes, l.Reason = []string{rows[i].Hash}, "protected"
-		})
-		if eerr == nil {
-			eerr = s.journal.Append(ctx, ev)
-		}
-		if eerr != nil {
-			s.logger.Error("could not audit a refused forget", slog.Any("error", eerr))
-		}
-		return false, perr
 	}
-	return false, nil
+	return "", nil, nil
 }

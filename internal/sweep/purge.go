@@ -54,6 +54,9 @@ type PurgeResult struct {
 	// Protected counts grains below the threshold that a protection rule
 	// keeps.
 	Protected int `json:"protected"`
+	// Pinned counts pinned grains the purge skipped: their retention is 1,
+	// and unpinned they would be candidates.
+	Pinned int `json:"pinned"`
 	// Batches counts the transactions (grain.purge events) of the purge.
 	Batches int `json:"batches"`
 	// Hashes lists the forgotten hashes, sorted, at most 10,000; Truncated
@@ -173,6 +176,12 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		res.Scanned++
 		f := factsOf(r)
 		if !pol.Decay.Candidate(f, now) {
+			if unpinned := f; f.Pinned {
+				unpinned.Pinned = false
+				if pol.Decay.Candidate(unpinned, now) {
+					res.Pinned++
+				}
+			}
 			return true, nil
 		}
 		if prot, _, _ := pol.Protected(f); prot {

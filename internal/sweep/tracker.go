@@ -31,19 +31,32 @@ func (s *Sweeper) Recalled(q *grains.Query, gs []grains.Grain, ids []int64) {
 		return
 	}
 	now := s.now().UTC()
+	s.score(gs, now)
 	if !isListing(q) {
 		rank(&s.policy.Retrieval, gs, now)
 	}
 	s.trackRetrievals(now, ids)
 }
 
-// Searched records a ranked search's answer: the query trigger, and the
-// retrieval of the grains with row ids ids (search ranks its answer
-// itself, by relevance times decay).
-func (s *Sweeper) Searched(memory string, now time.Time, ids []int64) {
+// Searched records a ranked search's answer gs: the grains' scores, the
+// query trigger, and the retrieval of the grains with row ids ids (search
+// ranks its answer itself, by relevance times decay).
+func (s *Sweeper) Searched(memory string, now time.Time, gs []grains.Grain, ids []int64) {
 	s.trigger(memory, forgetting.TriggerQueryComplete)
+	s.score(gs, now.UTC())
 	if len(ids) > 0 {
 		s.trackRetrievals(now.UTC(), ids)
+	}
+}
+
+// score sets each grain's Scores at now: what the forgetting policies see
+// of it (Vitamem's retrieval score, the ladder's faded salience, the decay
+// purge's retention).
+func (s *Sweeper) score(gs []grains.Grain, now time.Time) {
+	for i := range gs {
+		f := forgetting.FactsOf(&gs[i])
+		gs[i].Scores = &grains.Scores{Retrieval: s.policy.Retrieval.Score(f, now),
+			Salience: s.policy.Ladder.Salience(f, now), Retention: s.policy.Decay.Retention(f, now)}
 	}
 }
 

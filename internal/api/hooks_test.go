@@ -1,0 +1,88 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/api"
+)
+
+// The hook routes through HTTP, validated against the OpenAPI document by
+// the contract middleware: roles, scope limits, refusals with their codes,
+// a queued delivery visible, rotation, the metrics, deletion. (Delivery
+// itself, with real receivers, is tested in the root package.)
+func TestHookRoutes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, kind backendKind) {
+		f := newFixture(t, kind, nil)
+		dpo, writer := f.token("dpo,writer", []string{"hm"}), f.token("writer,reader", []string{"hm"})
+		scoped := f.token("dpo", []string{"hm"}, "acme")
+		base := "/api/memories/hm/hooks"
+		good := api.HookRequest{URL: "https://93.184.215.14/in", Events: []string{"grain.forget"}}
+		f.want(f.call(writer, "POST", base, good), 403, "forbidden")
+		f.want(f.call(scoped, "POST", base, good), 403, "forbidden")
+		f.want(f.call(scoped, "GET", base, nil), 403, "forbidden")
+		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: "http://169.254.169.254/", Events: []string{"*"}}), 400, "url_refused")
+		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: "http://10.0.0.1/", Events: []string{"*"}}), 400, "url_refused")
+		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: "gopher://93.184.215.14/", Events: []string{"*"}}), 400, "invalid_argument")
+		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: good.URL, Events: []string{"grain.nope"}}), 400, "invalid_argument")
+		f.want(f.call(dpo, "POST", base, `{"url":"https://93.184.215.14/","events":["*"],"colour":1}`), 400, "invalid_argument")
+
+		a := f.call(dpo, "POST", base, good)
+		f.want(a, 201, "")
+		var h lethe.HookSecret
+		a.decode(t, &h)
+		if !strings.HasPrefix(h.ID, "hk_") || !strings.HasPrefix(h.Secret, "whsec_") || h.URL != good.URL {
+			t.Fatalf("created %+v", h)
+		}
+		a = f.call(dpo, "GET", base, nil)
+		f.want(a, 200, "")
+		var list api.HookList
+		a.decode(t, &list)
+		if len(list.Hooks) != 1 || list.Hooks[0].ID != h.ID || strings.Contains(string(a.body), "whsec_") {
+			t.Fatalf("list %s", a.body)
+		}
+
+		// A forget queues a delivery (this server has no engine running).
+		g := f.add(dpo, "hm", api.GrainInput{Type: "fact", Subject: "hook-subject", Content: "c"})
+		a = f.call(dpo, "POST", "/api/memories/hm/forget", map[string]string{"blob_hash": g})
+		var fr lethe.ForgetResult
+		a.decode(t, &fr)
+		a = f.call(dpo, "GET", base+"/"+h.ID+"/deliveries", nil)
+		f.want(a, 200, "")
+		var ds api.DeliveryList
+		a.decode(t, &ds)
+		if len(ds.Deliveries) != 1 || ds.Deliveries[0].EventID != fr.EventID || ds.Deliveries[0].State != "pending" {
+			t.Fatalf("deliveries %s, want the forget's event %s", a.body, fr.EventID)
+		}
+		f.want(f.call(dpo, "GET", base+"/"+h.ID+"/deliveries?state=dead", nil), 200, "")
+		f.want(f.call(dpo, "GET", base+"/"+h.ID+"/deliveries?state=bogus", nil), 400, "")
+		a = f.call(dpo, "POST", base+"/"+h.ID+"/redeliver", api.RedeliverRequest{})
+		f.want(a, 200, "")
+		if !strings.Contains(string(a.body), `"redelivered":0`) {
+			t.Errorf("redeliver with nothing dead: %s", a.body)
+		}
+		f.want(f.call(dpo, "POST", base+"/"+h.ID+"/redeliver", api.RedeliverRequest{DeliveryID: ds.Deliveries[0].ID}), 404, "not_found")
+
+		a = f.call(dpo, "POST", base+"/"+h.ID+"/rotate", api.RotateHookRequest{OverlapSeconds: 60})
+		f.want(a, 200, "")
+		var rot lethe.HookSecret
+		a.decode(t, &rot)
+		if rot.Secret == h.Secret || rot.PreviousSecretUntil == nil {
+			t.Errorf("rotate %s", a.body)
+		}
+		f.want(f.call(dpo, "POST", base+"/"+h.ID+"/rotate", api.RotateHookRequest{OverlapSeconds: -1}), 400, "invalid_argument")
+
+		a = f.call("", "GET", "/metrics", nil)
+		for _, m := range []string{"lethe_hook_queue_depth 1", "lethe_hook_dead_letters 0", "lethe_hook_deliveries_total 0", "lethe_hook_oldest_pending_seconds"} {
+			if !strings.Contains(string(a.body), m) {
+				t.Errorf("/metrics lacks %q", m)
+			}
+		}
+
+		f.want(f.call(dpo, "DELETE", base+"/"+h.ID, nil), http.StatusNoContent, "")
+		f.want(f.call(dpo, "DELETE", base+"/"+h.ID, nil), 404, "not_found")
+		f.want(f.call(dpo, "GET", base+"/"+h.ID+"/deliveries", nil), 404, "not_found")
+	})
+}

@@ -1,0 +1,50 @@
+// Package hooks delivers lethe's audit events to webhooks: durably, signed,
+// at least once, and never to an address inside the network.
+//
+// # Outbox
+//
+// A delivery is a row that the store inserts in the same transaction as the
+// audit event it carries (one per hook of the event's memory that asks for
+// the event's type), so a crash loses none and none exists for a change that
+// did not commit. An [Engine] claims due deliveries whose event the
+// sequencer has numbered, sends them, and deletes each once its receiver
+// answered 2xx. A claim is a lease with an expiry: on PostgreSQL the claim
+// takes its rows with FOR UPDATE SKIP LOCKED, on SQLite in one UPDATE under
+// the database's write lock. Replicas (several engines over one database)
+// never send the same delivery at the same time; a replica that dies with a
+// lease leaves it to expire and another sends it again (at least once: the
+// webhook-id lets a receiver drop the repeat).
+//
+// # Retries
+//
+// A failed attempt (no answer, a non-2xx status, a refused address) is
+// retried after an exponential backoff with full jitter ([Backoff]); once
+// the delivery is older than [Config.MaxAge] or has had [Config.MaxAttempts]
+// attempts, it goes to the dead-letter state, where it stays, visible, until
+// it is redelivered by hand.
+//
+// # Signatures
+//
+// Every request is signed as the Standard Webhooks specification says
+// (https://www.standardwebhooks.com, github.com/standard-webhooks): headers
+// webhook-id, webhook-timestamp and webhook-signature, the latter
+// "v1,<base64 HMAC-SHA256 of id.timestamp.body>" under the secret whose
+// text form is "whsec_<base64>". While a rotated secret overlaps its
+// successor, the header holds both signatures, space-separated.
+//
+// # Payloads
+//
+// A payload holds the event id, its type, the memory, the audit leaf index,
+// the path of its proof and the audit leaf itself (hashes, counts, digests,
+// key fingerprints, commitments: never subjects, content or user ids). It
+// stays meaningful after the memory is erased.
+//
+// # Addresses
+//
+// [Guard] refuses URLs whose host resolves to a loopback, private,
+// link-local, CGNAT, multicast, unspecified, reserved or cloud metadata
+// address, when a hook is created and again on every connection (a dialer
+// control function checks the address actually connected to, so DNS
+// rebinding does not get through). Redirects are not followed, and timeouts
+// and the response bytes read are bounded.
+package hooks
