@@ -77,18 +77,36 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 	if err := db.checkDimensions(ctx, batch); err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		hs, err := db.insertBatch(ctx, batch)
-		if grains.ErrorCode(err) == grains.CodeErased && attempt == 0 {
-			// Another instance erased a key this process had cached: reload
-			// keys (an erased user or scope gets a new key) and seal again.
-			db.ring.Purge()
-			continue
+	var hs []string
+	err := db.retryErased(func() (err error) {
+		hs, err = db.insertBatch(ctx, batch)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	db.sweep.Wrote(batch[0].Memory)
+	return hs, nil
+}
+
+// erasedAttempts bounds the attempts of a write whose keys another instance
+// erases meanwhile. Each retry follows an erasure that committed, so the
+// worst race needs three: the first attempt seals under a key this process
+// had cached and another instance had erased; the second creates the
+// user's new key, which a concurrent erase of that user destroys before the
+// grain commits; the third comes after that erase.
+const erasedAttempts = 4
+
+// retryErased runs op until it succeeds, fails for another reason than an
+// erased key, or has run erasedAttempts times. Before each retry it drops
+// the cached keys, so that an erased user or scope gets a new key.
+func (db *DB) retryErased(op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
+		if grains.ErrorCode(err) != grains.CodeErased || attempt == erasedAttempts {
+			return err
 		}
-		if err == nil {
-			db.sweep.Wrote(batch[0].Memory)
-		}
-		return hs, err
+		db.ring.Purge()
 	}
 }
 
@@ -267,18 +285,15 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...str
 		return "", err
 	}
 	g.Supersedes = oldHash
-	for attempt := 0; ; attempt++ {
-		hash, err := db.supersedeOnce(ctx, oldHash, &g)
-		if grains.ErrorCode(err) == grains.CodeErased && attempt == 0 {
-			// As in AddBatch: a key this process had cached was erased by
-			// another instance; reload keys and seal again. The old
-			// version's own erasure shows as not found (store.Supersede
-			// reads it in its transaction).
-			db.ring.Purge()
-			continue
-		}
-		return hash, err
-	}
+	// As in AddBatch: a key this process had cached may have been erased by
+	// another instance. The old version's own erasure shows as not found
+	// (store.Supersede reads it in its transaction), so it is not retried.
+	var hash string
+	err = db.retryErased(func() (err error) {
+		hash, err = db.supersedeOnce(ctx, oldHash, &g)
+		return err
+	})
+	return hash, err
 }
 
 // supersedeOnce seals g and commits it as the new version of oldHash with
