@@ -35,8 +35,10 @@
 // partition of one memory: adds get the locked values, recalls are confined
 // to them, and a call that names another memory, namespace or scope (a scope
 // outside the locked path) is refused with code forbidden. A grain outside
-// the lock is refused as if it were another partition's, and history leaves
-// out versions outside it. The risk sweep spans a memory, so a locked
+// the lock is not_found, with a missing grain's message, so the session
+// cannot tell another partition's grain from no grain; a list of hashes
+// forgets those inside and passes over the others; history leaves out
+// versions outside the lock. The risk sweep spans a memory, so a locked
 // session may only preview it (only the items inside the lock are
 // reported); forget_user is refused under any lock, erase_scope under a
 // namespace lock or outside the locked scope.

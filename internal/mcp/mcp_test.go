@@ -466,29 +466,48 @@ func TestLocks(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("locked recall: %v, want %v", got, want)
 	}
+	// A grain outside the lock is not found, as a missing one is: the
+	// session cannot tell a grain of another partition from no grain.
+	missing := strings.Repeat("ab", 32)
 	for _, tc := range []struct {
 		tool string
 		args m
+		code string
 	}{
-		{"add", m{"type": "fact", "content": "y", "namespace": "other"}},
-		{"add", m{"type": "fact", "content": "y", "scope": "acme/dev"}},
-		{"add", m{"type": "fact", "content": "y", "scope": "acme/production"}},
-		{"add", m{"type": "fact", "content": "y", "memory": "elsewhere"}},
-		{"recall", m{"namespace": "other"}},
-		{"recall", m{"scope": "acme"}},
-		{"history", m{"hash": outside}},
-		{"history", m{"hash": outsideScope}},
-		{"supersede", m{"hash": outside, "type": "fact", "content": "mine now"}},
-		{"supersede", m{"hash": h, "type": "fact", "scope": "acme/dev"}},
-		{"forget", m{"hash": outside}},
-		{"forget", m{"hashes": []string{h, outsideScope}}},
-		{"forget", m{}},
-		{"forget_user", m{"user_id": "u1"}},
-		{"erase_scope", m{"scope": "acme/prod"}},
+		{"add", m{"type": "fact", "content": "y", "namespace": "other"}, "forbidden"},
+		{"add", m{"type": "fact", "content": "y", "scope": "acme/dev"}, "forbidden"},
+		{"add", m{"type": "fact", "content": "y", "scope": "acme/production"}, "forbidden"},
+		{"add", m{"type": "fact", "content": "y", "memory": "elsewhere"}, "forbidden"},
+		{"recall", m{"namespace": "other"}, "forbidden"},
+		{"recall", m{"scope": "acme"}, "forbidden"},
+		{"history", m{"hash": outside}, "not_found"},
+		{"history", m{"hash": outsideScope}, "not_found"},
+		{"history", m{"hash": missing}, "not_found"},
+		{"supersede", m{"hash": outside, "type": "fact", "content": "mine now"}, "not_found"},
+		{"supersede", m{"hash": missing, "type": "fact", "content": "mine now"}, "not_found"},
+		{"supersede", m{"hash": h, "type": "fact", "scope": "acme/dev"}, "forbidden"},
+		{"forget", m{"hash": outside}, "not_found"},
+		{"forget", m{"hash": missing}, "not_found"},
+		{"forget", m{}, "forbidden"},
+		{"forget_user", m{"user_id": "u1"}, "forbidden"},
+		{"erase_scope", m{"scope": "acme/prod"}, "forbidden"},
 	} {
-		if e := failed(t, cs, tc.tool, tc.args); e.Code != "forbidden" {
-			t.Errorf("locked %s %v: %+v, want forbidden", tc.tool, tc.args, e)
+		e := failed(t, cs, tc.tool, tc.args)
+		if e.Code != tc.code {
+			t.Errorf("locked %s %v: %+v, want %s", tc.tool, tc.args, e, tc.code)
 		}
+		if strings.Contains(e.Message, "lock") && tc.code == "not_found" {
+			t.Errorf("locked %s %v: the message tells the lock from a missing grain: %q", tc.tool, tc.args, e.Message)
+		}
+	}
+	if a, b := failed(t, cs, "history", m{"hash": outside}), failed(t, cs, "history", m{"hash": missing}); strings.ReplaceAll(a.Message, outside, "H") != strings.ReplaceAll(b.Message, missing, "H") || a.Hint != b.Hint {
+		t.Errorf("outside the lock %+v, missing %+v: told apart", a, b)
+	}
+	// A list of hashes forgets those inside and passes over the rest, as
+	// missing ones.
+	inside := ok[mcp.AddOutput](t, cs, "add", m{"type": "fact", "subject": "y", "content": "mine too"}).Hash
+	if fo := ok[mcp.ForgetOutput](t, cs, "forget", m{"hashes": []string{inside, outsideScope}}); fo.Count != 1 || !slices.Equal(fo.Hashes, []string{inside}) {
+		t.Errorf("locked forget of [inside, outside]: %+v", fo)
 	}
 	if _, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.GrainURI("default", outside)}); err == nil {
 		t.Error("read a grain outside the lock")

@@ -280,9 +280,20 @@ func (h *handlers) get(ctx context.Context, memory, hash, field string) (*lethe.
 		return nil, err
 	}
 	if !h.inLock(g) {
-		return nil, forbidden(field, "the grain is outside this session's lock")
+		return nil, noGrain(memory, hash)
 	}
 	return g, nil
+}
+
+// noGrain is what a locked session hears of a grain outside its lock: the
+// library's own not_found for a missing grain, so that the session cannot
+// tell a grain of another partition from no grain (as the HTTP API answers
+// a scope-limited token).
+func noGrain(memory, hash string) error {
+	if memory == "" {
+		memory = grains.DefaultMemory
+	}
+	return grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", hash, memory)
 }
 
 func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in SupersedeInput) (*sdk.CallToolResult, *SupersedeOutput, error) {
@@ -355,7 +366,7 @@ func (h *handlers) chain(ctx context.Context, memory, hash string) ([]lethe.Grai
 	for i := range chain {
 		if !h.inLock(&chain[i]) {
 			if chain[i].Hash == hash {
-				return nil, forbidden("hash", "the grain is outside this session's lock")
+				return nil, noGrain(memory, hash)
 			}
 			continue
 		}
@@ -453,9 +464,12 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 		}
 	}
 	if in.DryRun || h.locked() {
-		if err := h.preview(ctx, memory, seeds, in.Hash != nil, out); err != nil {
+		kept, err := h.preview(ctx, memory, seeds, in.Hash != nil, out)
+		if err != nil {
 			return nil, nil, h.fail("forget", err)
 		}
+		// Seeds outside the lock are passed over, as missing ones are.
+		seeds = kept
 		if in.DryRun {
 			return nil, out, nil
 		}
@@ -524,10 +538,12 @@ func (h *handlers) recallAll(ctx context.Context, q lethe.Query) ([]string, erro
 
 // preview computes what forgetting seeds would delete, through read paths:
 // every version of their chains, and the protection rules' verdict. Under a
-// lock, a chain with a version outside it is refused. single is a forget
+// lock, a seed outside it is not found, as a missing one, and a chain with
+// another version outside it is refused. single is a forget
 // by one hash, which fails when the grain does not exist.
-func (h *handlers) preview(ctx context.Context, memory string, seeds []string, single bool, out *ForgetOutput) error {
+func (h *handlers) preview(ctx context.Context, memory string, seeds []string, single bool, out *ForgetOutput) ([]string, error) {
 	seen := map[string]bool{}
+	kept := make([]string, 0, len(seeds))
 	for _, s := range seeds {
 		if seen[s] {
 			continue
@@ -537,12 +553,20 @@ func (h *handlers) preview(ctx context.Context, memory string, seeds []string, s
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
+		// A seed outside the lock is no grain to this session.
+		if i := slices.IndexFunc(chain, func(g lethe.Grain) bool { return g.Hash == s }); i >= 0 && !h.inLock(&chain[i]) {
+			if single {
+				return nil, noGrain(memory, s)
+			}
+			continue
+		}
+		kept = append(kept, s)
 		for i := range chain {
 			g := &chain[i]
 			if !h.inLock(g) {
-				return forbidden(out.Mode, "a version of the chain is outside this session's lock")
+				return nil, forbidden(out.Mode, "a version of the chain is outside this session's lock")
 			}
 			if seen[g.Hash] {
 				continue
@@ -578,7 +602,7 @@ func (h *handlers) preview(ctx context.Context, memory string, seeds []string, s
 	if h.cfg.Remote {
 		out.Preview += " Protection is predicted with the default policy; the server applies its own."
 	}
-	return nil
+	return kept, nil
 }
 
 // sampleSize bounds the sample hashes of a sweep result, as linksee does.
