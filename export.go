@@ -73,7 +73,7 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 		return nil, err
 	}
 	doc := Export{Format: ExportFormat, Memory: memory, UserID: userID, ExportedAt: db.now().UTC().Truncate(time.Second), Grains: []Grain{}}
-	q := Query{Memory: memory, UserID: userID, IncludeSuperseded: true, IncludeArchived: true, Limit: grains.MaxLimit}
+	q := Query{Memory: memory, UserID: userID, IncludeSuperseded: true, IncludeArchived: true, Disclosure: true, Limit: grains.MaxLimit}
 	for {
 		page, err := db.Recall(ctx, q)
 		if err != nil {

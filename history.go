@@ -206,7 +206,7 @@ const maxHistorySeeds = 10000
 // subject is subject, superseded and archived ones included.
 func (db *DB) subjectSeeds(ctx context.Context, memory, subject string) ([]string, error) {
 	var out []string
-	q := Query{Memory: memory, Subject: subject, IncludeSuperseded: true, IncludeArchived: true, Limit: grains.MaxLimit}
+	q := Query{Memory: memory, Subject: subject, IncludeSuperseded: true, IncludeArchived: true, Disclosure: true, Limit: grains.MaxLimit}
 	for {
 		page, err := db.Recall(ctx, q)
 		if err != nil {

@@ -167,7 +167,8 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 // with any filter is ranked by relevance (1 for every exact match) times
 // the retrieval-time decay score, highest first. Recall records the
 // retrieval of what it returns (last_retrieved_at, retrieval_count, a
-// salience bump) in the background, without delaying the answer.
+// salience bump) in the background, without delaying the answer, unless
+// q.Disclosure is set.
 func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
 	if len(q.Tags) > grains.MaxTags { // bounded as given, before duplicates go
 		return nil, grains.FieldError(grains.CodeTooLarge, "tags", "at most 64 tags")

@@ -125,7 +125,7 @@ func Exec(ctx context.Context, db DB, memory string, st Statement) (Result, erro
 // archived included, and reads the chain of each once.
 func subjectHistory(ctx context.Context, db DB, memory, subject string) (*SubjectHistoryResult, error) {
 	res := &SubjectHistoryResult{Statement: "history", Chains: []Chain{}}
-	q := lethe.Query{Memory: memory, Subject: subject, IncludeSuperseded: true, IncludeArchived: true}
+	q := lethe.Query{Memory: memory, Subject: subject, IncludeSuperseded: true, IncludeArchived: true, Disclosure: true}
 	seen := map[string]bool{}
 	read := 0
 	for {

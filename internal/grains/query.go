@@ -26,6 +26,11 @@ type Query struct {
 
 	IncludeSuperseded bool
 	IncludeArchived   bool
+	// Disclosure marks a read made to disclose what is held (an export, a
+	// history), not a use of the grains: it records no retrieval, so it
+	// neither refreshes their retrieval-time decay nor bumps their
+	// salience, and a subject access request does not prolong retention.
+	Disclosure bool
 
 	// Limit bounds the page (default 100, at most 1000); Cursor is the Next
 	// of the previous page.

@@ -24,13 +24,18 @@ func isListing(q *grains.Query) bool {
 
 // Recalled ranks a recall's page gs in place (unless q is a listing),
 // queues the retrieval statistics of what it returns (ids are the grains'
-// row ids), and fires query_complete.
+// row ids), and fires query_complete; of a disclosure read (q.Disclosure)
+// it only scores the page.
 func (s *Sweeper) Recalled(q *grains.Query, gs []grains.Grain, ids []int64) {
+	now := s.now().UTC()
+	if q.Disclosure {
+		s.score(gs, now) // reported, not recorded
+		return
+	}
 	s.trigger(q.Memory, forgetting.TriggerQueryComplete)
 	if len(gs) == 0 {
 		return
 	}
-	now := s.now().UTC()
 	s.score(gs, now)
 	if !isListing(q) {
 		rank(&s.policy.Retrieval, gs, now)
