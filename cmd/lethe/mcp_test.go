@@ -155,7 +155,8 @@ func TestMCPStdio(t *testing.T) {
 	if got := toolNames(t, cs); !slices.Contains(got, "forget_user") || !slices.Contains(got, "erase_scope") {
 		t.Errorf("--allow-erase tools %v", got)
 	}
-	if code := errorCode(t, callTool(t, cs, "history", args{"hash": h})); code != "forbidden" {
+	// A grain outside the lock is no grain to the session.
+	if code := errorCode(t, callTool(t, cs, "history", args{"hash": h})); code != "not_found" {
 		t.Errorf("history outside the lock: %s", code)
 	}
 	hb := structured[lethemcp.AddOutput](t, callTool(t, cs, "add", args{"type": "fact", "content": "bot state"}), false).Hash
