@@ -106,9 +106,8 @@ type DB struct {
 	sweep  *sweep.Sweeper
 	search *searcher
 
-	hookGuard  hooks.Guard   // checks hook URLs
-	hookEngine *hooks.Engine // nil unless HooksConfig.Deliver
-	requests   *requests.Workflow
+	hooks    *hooks.Registry
+	requests *requests.Workflow
 	// afterRelease runs after a hold of memory is released: the blocked
 	// erasure requests (set by Open).
 	afterRelease func(ctx context.Context, memory string)

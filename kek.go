@@ -178,7 +178,7 @@ func (db *DB) rewrapAll(ctx context.Context, r rotator, vr versioner, latest int
 		}
 		if len(page) == 0 {
 			// Hook secrets are wrapped by the KEK too.
-			m, err := db.rewrapHookSecrets(ctx, r.Rewrap, func(w []byte) bool {
+			m, err := db.hooks.Rewrap(ctx, r.Rewrap, func(w []byte) bool {
 				if vr == nil {
 					return false
 				}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
+	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/requests"
 	"github.com/lethe-io/lethe/internal/sealing"
@@ -146,8 +147,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// The sweeper stops first: its tracker writes what is pending.
 	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)
 	// The hook engine stops before everything: its sends use the store.
-	stopHooks := db.startHooks(cfg.Hooks)
-	db.closers = append([]func() error{func() error { stopHooks(); return nil }}, db.closers...)
+	db.hooks = hooks.NewRegistry(hooks.RegistryConfig{Store: db.store, KEK: kek, Settings: cfg.Hooks, Now: db.now, Logger: db.logger})
+	db.closers = append([]func() error{func() error { db.hooks.Close(); return nil }}, db.closers...)
 	return db, nil
 }
 
