@@ -3,7 +3,6 @@ package lethe
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -12,11 +11,10 @@ import (
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/hooks"
-	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/recall"
 	"github.com/lethe-io/lethe/internal/requests"
 	"github.com/lethe-io/lethe/internal/sealing"
-	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
 	"github.com/lethe-io/lethe/proofs"
@@ -104,7 +102,7 @@ type DB struct {
 	stopCleaner func()
 
 	sweep  *sweep.Sweeper
-	search *searcher
+	recall *recall.Engine
 
 	hooks    *hooks.Registry
 	requests *requests.Workflow
@@ -253,16 +251,6 @@ func checkHash(h string) error {
 	return nil
 }
 
-func atIndex(err error, i, n int) error {
-	var e *grains.Error
-	if n > 1 && errors.As(err, &e) {
-		c := *e
-		c.Field = fmt.Sprintf("grains[%d].%s", i, e.Field)
-		return &c
-	}
-	return err
-}
-
 // signedOf converts a stored checkpoint.
 func signedOf(row *store.CheckpointRow) *audit.SignedCheckpoint {
 	cp := &audit.SignedCheckpoint{Size: uint64(row.Size), Note: row.Note}
@@ -310,6 +298,15 @@ func (o outbox) SaveCheckpoint(ctx context.Context, c audit.SignedCheckpoint) er
 	return o.st.SaveCheckpoint(ctx, store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
 }
 
+// opener adapts the DB's sealer to recall.Opener.
+type opener struct{ db *DB }
+
+func (o opener) Observe(rows []store.GrainRow) { o.db.observe(rows) }
+
+func (o opener) Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error) {
+	return o.db.sealer.Open(ctx, r)
+}
+
 // sealer adapts the DB's sealer to sweep.Sealer: it notes the erase epoch
 // of the rows it opens.
 type sealer struct{ db *DB }
@@ -330,50 +327,4 @@ func tlogProof(p *Proof) (string, error) {
 		return "", grains.Wrap(grains.CodeInternal, "encode the proof as a tlog-proof", err)
 	}
 	return string(b), nil
-}
-
-// searcher holds the search state of a DB: text statistics, embedding
-// dimensions and the in-memory vector indexes, per memory.
-type searcher struct {
-	mu    sync.Mutex
-	stats map[string]textStats
-	dims  map[string]int
-	vecs  map[string]*vectorIndex
-
-	noText atomic.Bool // benchmarks only: write no postings (see export_test.go)
-}
-
-type textStats struct {
-	docs  int64
-	avgdl float64
-	at    time.Time
-}
-
-// vectorIndex is one memory's vectors, loaded from the sealed rows on first
-// use and kept up to date by id.
-type vectorIndex struct {
-	mu     sync.Mutex // held while loading
-	set    *search.Set
-	last   int64 // the highest grain id read
-	synced time.Time
-}
-
-func newSearcher() *searcher {
-	return &searcher{stats: map[string]textStats{}, dims: map[string]int{}, vecs: map[string]*vectorIndex{}}
-}
-
-// index adds g's text postings and embedding dimension to its row.
-// The postings are blind: a term's token is its HMAC under the scope's
-// index key.
-func (s *searcher) index(row *store.GrainRow, c *keys.Chain, g *Grain) {
-	row.Dim = len(g.Embedding)
-	if s.noText.Load() {
-		return
-	}
-	d := search.Terms(g.Subject, g.Object, g.Content)
-	row.DocLen, row.Dim = d.Len, len(g.Embedding)
-	row.Terms = make([]store.TermRow, 0, len(d.Terms))
-	for t, n := range d.Terms {
-		row.Terms = append(row.Terms, store.TermRow{Token: c.Index.Token(index.Term, []byte(t)), TF: n, DL: d.Len})
-	}
 }

@@ -21,7 +21,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/audit"
@@ -65,16 +64,16 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 		g := &batch[i]
 		*g = gs[i]
 		if err := db.prepare(g, now); err != nil {
-			return nil, atIndex(err, i, len(gs))
+			return nil, grains.AtIndex(err, i, len(gs))
 		}
 		if g.Memory != batch[0].Memory {
-			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "memory", "a batch writes to one memory"), i, len(gs))
+			return nil, grains.AtIndex(grains.FieldError(grains.CodeInvalidArgument, "memory", "a batch writes to one memory"), i, len(gs))
 		}
 		if g.Supersedes != "" {
-			return nil, atIndex(grains.FieldError(grains.CodeInvalidArgument, "supersedes", "use Supersede to write a new version"), i, len(gs))
+			return nil, grains.AtIndex(grains.FieldError(grains.CodeInvalidArgument, "supersedes", "use Supersede to write a new version"), i, len(gs))
 		}
 	}
-	if err := db.checkDimensions(ctx, batch); err != nil {
+	if err := db.recall.CheckDimensions(ctx, batch); err != nil {
 		return nil, err
 	}
 	var hs []string
@@ -169,70 +168,7 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 // retrieval of what it returns (last_retrieved_at, retrieval_count, a
 // salience bump) in the background, without delaying the answer, unless
 // q.Disclosure is set.
-func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) {
-	if len(q.Tags) > grains.MaxTags { // bounded as given, before duplicates go
-		return nil, grains.FieldError(grains.CodeTooLarge, "tags", "at most 64 tags")
-	}
-	q.Normalize()
-	if err := q.Validate(); err != nil {
-		return nil, err
-	}
-	if q.Search() {
-		return db.searchRecall(ctx, &q)
-	}
-	rows, err := db.find(ctx, &q)
-	if err != nil {
-		return nil, err
-	}
-	db.observe(rows)
-	page := &Page{Grains: make([]Grain, 0, len(rows))}
-	ids := make([]int64, 0, len(rows))
-	for i := range rows {
-		g, err := db.sealer.Open(ctx, &rows[i])
-		if grains.ErrorCode(err) == grains.CodeErased {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if matches(g, &q) {
-			page.Grains = append(page.Grains, *g)
-			ids = append(ids, rows[i].ID)
-		}
-	}
-	if len(rows) == q.Limit {
-		page.Next = strconv.FormatInt(rows[len(rows)-1].ID, 10)
-	}
-	db.sweep.Recalled(&q, page.Grains, ids)
-	return page, nil
-}
-
-// find returns the rows of a page of q's answer.
-func (db *DB) find(ctx context.Context, q *Query) ([]store.GrainRow, error) {
-	var before int64
-	if q.Cursor != "" {
-		id, err := strconv.ParseInt(q.Cursor, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, grains.FieldError(grains.CodeInvalidArgument, "cursor", "not a cursor from a previous page")
-		}
-		before = id
-	}
-	for fresh := false; ; fresh = true {
-		f, ok, err := db.filter(ctx, q, fresh)
-		if errors.Is(err, store.ErrStaleScopes) && !fresh {
-			continue
-		}
-		if err != nil || !ok {
-			return nil, err
-		}
-		f.BeforeID, f.Limit = before, q.Limit
-		rows, err := db.store.FindGrains(ctx, *f)
-		if errors.Is(err, store.ErrStaleScopes) && !fresh {
-			continue // the cached index keys miss a scope: read them again
-		}
-		return rows, err
-	}
-}
+func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) { return db.recall.Recall(ctx, q) }
 
 // Supersede writes g as the new version of the grain oldHash in g.Memory
 // and returns the new hash. The old grain stays, hidden from default
@@ -282,7 +218,7 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...str
 	if grains.Unchanged(&g, old, set) {
 		return "", grains.Errorf(grains.CodeInvalidArgument, "the new version changes nothing")
 	}
-	if err := db.checkDimensions(ctx, []Grain{g}); err != nil {
+	if err := db.recall.CheckDimensions(ctx, []Grain{g}); err != nil {
 		return "", err
 	}
 	g.Supersedes = oldHash
@@ -458,7 +394,7 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes, db.now().UnixMicro(), mk)
 	default:
 		q := Query{Memory: sel.Memory, Subject: sel.Subject, UserID: sel.UserID}
-		f, ok, ferr := db.filter(ctx, &q, true)
+		f, ok, ferr := db.recall.Filter(ctx, &q, true)
 		if ferr != nil || !ok {
 			del, err = &store.Deletion{}, ferr
 			break

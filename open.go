@@ -16,6 +16,7 @@ import (
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/recall"
 	"github.com/lethe-io/lethe/internal/requests"
 	"github.com/lethe-io/lethe/internal/sealing"
 	"github.com/lethe-io/lethe/internal/store"
@@ -124,8 +125,6 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		cleanKick: make(chan struct{}, 1),
 	}
 	db.sealer = sealing.New(db.ring)
-	db.search = newSearcher()
-	db.sealer.Index = db.search.index
 	if err := db.openAudit(ctx, &cfg); err != nil {
 		st.Close()
 		return nil, err
@@ -142,6 +141,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	db.recall = recall.New(recall.Config{Store: st, Keys: db.ring, Opener: opener{db}, Sweep: db.sweep, Now: db.now})
+	db.sealer.Index = db.recall.Index
 	db.requests = requests.New(requests.Config{Store: db.store, Journal: db.journal, KEK: kek, Now: db.now})
 	db.afterRelease = db.runBlocked
 	// The sweeper stops first: its tracker writes what is pending.

@@ -3,16 +3,8 @@ package lethe
 // SetTextIndex turns the writing of text postings on or off, so that a
 // benchmark can measure their cost in one run. Grains written with it off
 // are never found by text.
-func (db *DB) SetTextIndex(on bool) { db.search.noText.Store(!on) }
+func (db *DB) SetTextIndex(on bool) { db.recall.DisableText(!on) }
 
 // VectorBytes returns the memory the vector index of memory holds (0 when
 // it is not loaded).
-func (db *DB) VectorBytes(memory string) int {
-	db.search.mu.Lock()
-	v := db.search.vecs[memory]
-	db.search.mu.Unlock()
-	if v == nil {
-		return 0
-	}
-	return v.set.Bytes()
-}
+func (db *DB) VectorBytes(memory string) int { return db.recall.VectorBytes(memory) }

@@ -1,7 +1,7 @@
 // Package search is lethe's ranking: the words a grain is found by, BM25
 // over their blind postings, and cosine similarity over embeddings. It does
-// no I/O: the store keeps the postings (as blind tokens) and the root
-// package reads them, re-checks every candidate against the store and ranks
+// no I/O: the store keeps the postings (as blind tokens) and package
+// recall reads them, re-checks every candidate against the store and ranks
 // with these functions.
 //
 // # Words

@@ -14,7 +14,7 @@ import (
 //
 // It holds no personal data beyond the vectors themselves, in process
 // memory only; the caller re-reads every grain it proposes (see package
-// lethe's search).
+// recall).
 type Set struct {
 	mu   sync.RWMutex
 	dim  int

@@ -1,4 +1,4 @@
-package lethe
+package recall
 
 import (
 	"cmp"
@@ -6,22 +6,16 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/index"
+	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/store"
 )
-
-// Search (Query.Text, Query.Embedding) finds candidates in two indexes and
-// trusts neither: every candidate is read again from the store through the
-// query's filters (memory, type, namespace, scope, user, tags, superseded,
-// archived), with its memory's erase epoch, decrypted, and checked against
-// the query, before it is ranked. An index entry left behind (a vector of a
-// grain another replica forgot or erased) can cost a read, never return a
-// grain. See docs/search.md.
 
 // statsTTL bounds how long a memory's text statistics (document count and
 // mean length) are reused. They weigh terms; they decide nothing about
@@ -33,20 +27,20 @@ const statsTTL = 10 * time.Second
 // since (a search drops those it meets at once).
 const vectorResync = 30 * time.Second
 
-// checkDimensions checks the embeddings of a batch of one memory against
+// CheckDimensions checks the embeddings of a batch of one memory against
 // the memory's dimension, fixing it on the first embedding.
-func (db *DB) checkDimensions(ctx context.Context, batch []Grain) error {
+func (e *Engine) CheckDimensions(ctx context.Context, batch []grains.Grain) error {
 	for i := range batch {
 		n := len(batch[i].Embedding)
 		if n == 0 {
 			continue
 		}
-		dim, err := db.dimension(ctx, batch[i].Memory, n)
+		dim, err := e.dimension(ctx, batch[i].Memory, n)
 		if err != nil {
 			return err
 		}
 		if dim != n {
-			return atIndex(dimensionError(dim, n), i, len(batch))
+			return grains.AtIndex(dimensionError(dim, n), i, len(batch))
 		}
 	}
 	return nil
@@ -60,26 +54,25 @@ func dimensionError(want, got int) error {
 
 // dimension returns memory's embedding dimension; with fix > 0, a memory
 // without one gets fix.
-func (db *DB) dimension(ctx context.Context, memory string, fix int) (int, error) {
-	s := db.search
-	s.mu.Lock()
-	dim, ok := s.dims[memory]
-	s.mu.Unlock()
+func (e *Engine) dimension(ctx context.Context, memory string, fix int) (int, error) {
+	e.mu.Lock()
+	dim, ok := e.dims[memory]
+	e.mu.Unlock()
 	if ok {
 		return dim, nil
 	}
 	var err error
 	if fix > 0 {
-		dim, err = db.store.FixDimension(ctx, memory, fix)
+		dim, err = e.store.FixDimension(ctx, memory, fix)
 	} else {
-		dim, err = db.store.Dimension(ctx, memory)
+		dim, err = e.store.Dimension(ctx, memory)
 	}
 	if err != nil || dim == 0 {
 		return dim, err
 	}
-	s.mu.Lock()
-	s.dims[memory] = dim
-	s.mu.Unlock()
+	e.mu.Lock()
+	e.dims[memory] = dim
+	e.mu.Unlock()
 	return dim, nil
 }
 
@@ -91,10 +84,10 @@ type candidate struct {
 	proposed float64 // the order candidates are read in
 }
 
-// searchRecall answers a text or vector query (see Query.Search).
-func (db *DB) searchRecall(ctx context.Context, q *Query) (*Page, error) {
+// search answers a text or vector query (see Query.Search).
+func (e *Engine) search(ctx context.Context, q *grains.Query) (*Page, error) {
 	for fresh := false; ; fresh = true {
-		page, err := db.searchOnce(ctx, q, fresh)
+		page, err := e.searchOnce(ctx, q, fresh)
 		if errors.Is(err, store.ErrStaleScopes) && !fresh {
 			continue // the cached index keys miss a scope: read them again
 		}
@@ -102,14 +95,14 @@ func (db *DB) searchRecall(ctx context.Context, q *Query) (*Page, error) {
 	}
 }
 
-func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, error) {
-	page := &Page{Grains: []Grain{}}
-	f, ok, err := db.filter(ctx, q, fresh)
+func (e *Engine) searchOnce(ctx context.Context, q *grains.Query, fresh bool) (*Page, error) {
+	page := &Page{Grains: []grains.Grain{}}
+	f, ok, err := e.Filter(ctx, q, fresh)
 	if err != nil || !ok {
 		return page, err
 	}
 	if q.Embedding != nil {
-		dim, err := db.dimension(ctx, q.Memory, 0)
+		dim, err := e.dimension(ctx, q.Memory, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -123,21 +116,21 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 	terms := search.QueryTerms(q.Text)
 	text := map[int64]float64{}
 	if len(terms) > 0 {
-		if err := db.textCandidates(ctx, q, f, terms, fresh, text); err != nil {
+		if err := e.textCandidates(ctx, q, f, terms, fresh, text); err != nil {
 			return nil, err
 		}
 	}
 	var vecs *vectorIndex
 	if q.Embedding != nil {
-		if vecs, err = db.vectors(ctx, q.Memory); err != nil {
+		if vecs, err = e.vectors(ctx, q.Memory); err != nil {
 			return nil, err
 		}
 	}
-	now := db.now().UTC()
+	now := e.now().UTC()
 	window := max(2*q.Limit, 20)
 	// With an embedding, the nearest k vectors are candidates; if the
 	// filters leave fewer than a page of them, k grows.
-	var found []Grain
+	var found []grains.Grain
 	var ids []int64
 	for k := window; ; k *= 4 {
 		cands := make(map[int64]*candidate, len(text)+k)
@@ -154,7 +147,7 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 				c.vector = h.Sim
 			}
 		}
-		if found, ids, err = db.collect(ctx, q, f, terms, vecs, cands, window, now); err != nil {
+		if found, ids, err = e.collect(ctx, q, f, terms, vecs, cands, window, now); err != nil {
 			return nil, err
 		}
 		if vecs == nil || len(found) >= q.Limit || k >= vecs.set.Len() {
@@ -172,7 +165,7 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 		page.Grains = append(page.Grains, found[i])
 		kept = append(kept, ids[i])
 	}
-	db.sweep.Searched(q.Memory, now, page.Grains, kept)
+	e.sweep.Searched(q.Memory, now, page.Grains, kept)
 	return page, nil
 }
 
@@ -180,8 +173,8 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 // of them pass the filters (their final rank, relevance times decay, is
 // decided among these) or none is left. It returns the grains, each with
 // its Score, and their row ids.
-func (db *DB) collect(ctx context.Context, q *Query, f *store.Filter, terms []string, vecs *vectorIndex,
-	cands map[int64]*candidate, window int, now time.Time) ([]Grain, []int64, error) {
+func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, terms []string, vecs *vectorIndex,
+	cands map[int64]*candidate, window int, now time.Time) ([]grains.Grain, []int64, error) {
 	list := make([]*candidate, 0, len(cands))
 	bestText := 0.0
 	for _, c := range cands {
@@ -198,7 +191,7 @@ func (db *DB) collect(ctx context.Context, q *Query, f *store.Filter, terms []st
 		}
 		return cmp.Compare(b.id, a.id)
 	})
-	var found []Grain
+	var found []grains.Grain
 	var ids []int64
 	for start := 0; start < len(list) && len(found) < window; start += window {
 		part := list[start:min(start+window, len(list))]
@@ -207,13 +200,13 @@ func (db *DB) collect(ctx context.Context, q *Query, f *store.Filter, terms []st
 		for i, c := range part {
 			want[i], byID[c.id] = c.id, c
 		}
-		rows, err := db.store.GrainsByIDs(ctx, *f, want)
+		rows, err := e.store.GrainsByIDs(ctx, *f, want)
 		if err != nil {
 			return nil, nil, err
 		}
-		db.observe(rows) // before open: an erase seen here empties the key cache
+		e.opener.Observe(rows) // before open: an erase seen here empties the key cache
 		for i := range rows {
-			g, err := db.sealer.Open(ctx, &rows[i])
+			g, err := e.opener.Open(ctx, &rows[i])
 			if grains.ErrorCode(err) == grains.CodeErased {
 				if vecs != nil {
 					vecs.set.Remove(rows[i].ID)
@@ -231,7 +224,7 @@ func (db *DB) collect(ctx context.Context, q *Query, f *store.Filter, terms []st
 				c.vector = search.Cosine(q.Embedding, g.Embedding) // the sealed vector, not the index's copy
 			}
 			rel := relevance(c.text, bestText, c.vector, hasText, hasVector)
-			g.Score = db.sweep.Policy().Retrieval.Rank(rel, forgetting.FactsOf(g), now)
+			g.Score = e.sweep.Policy().Retrieval.Rank(rel, forgetting.FactsOf(g), now)
 			found = append(found, *g)
 			ids = append(ids, rows[i].ID)
 		}
@@ -258,7 +251,7 @@ func relevance(text, bestText, vector float64, hasText, hasVector bool) float64 
 
 // textMatches re-checks a decrypted grain against the query's terms (none:
 // no text query), so that a token collision never returns a wrong grain.
-func textMatches(g *Grain, terms []string) bool {
+func textMatches(g *grains.Grain, terms []string) bool {
 	if len(terms) == 0 {
 		return true
 	}
@@ -273,8 +266,8 @@ func textMatches(g *Grain, terms []string) bool {
 
 // textCandidates adds the grains holding any of terms to cands, with their
 // BM25 scores.
-func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, terms []string, fresh bool, cands map[int64]float64) error {
-	idx, gen, err := db.ring.IndexKeys(ctx, q.Memory, q.Scope, fresh)
+func (e *Engine) textCandidates(ctx context.Context, q *grains.Query, f *store.Filter, terms []string, fresh bool, cands map[int64]float64) error {
+	idx, gen, err := e.keys.IndexKeys(ctx, q.Memory, q.Scope, fresh)
 	if err != nil {
 		return err
 	}
@@ -295,7 +288,7 @@ func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, ter
 	if len(toks) == 0 {
 		return nil
 	}
-	posts, err := db.store.Postings(ctx, toks)
+	posts, err := e.store.Postings(ctx, toks)
 	if err != nil {
 		return err
 	}
@@ -304,7 +297,7 @@ func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, ter
 		// none here, and its grains would be missed. The generation only
 		// grows, so if it is still the keys' after the postings were read,
 		// no scope was missing when they were.
-		now, err := db.store.ScopeGeneration(ctx, q.Memory)
+		now, err := e.store.ScopeGeneration(ctx, q.Memory)
 		if err != nil {
 			return err
 		}
@@ -317,7 +310,7 @@ func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, ter
 	for _, p := range posts {
 		df[termOf[string(p.Token)]]++
 	}
-	st, err := db.textStats(ctx, q.Memory)
+	st, err := e.textStats(ctx, q.Memory)
 	if err != nil {
 		return err
 	}
@@ -328,16 +321,15 @@ func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, ter
 }
 
 // textStats returns memory's text statistics, read at most statsTTL ago.
-func (db *DB) textStats(ctx context.Context, memory string) (textStats, error) {
-	s := db.search
+func (e *Engine) textStats(ctx context.Context, memory string) (textStats, error) {
 	now := time.Now()
-	s.mu.Lock()
-	st, ok := s.stats[memory]
-	s.mu.Unlock()
+	e.mu.Lock()
+	st, ok := e.stats[memory]
+	e.mu.Unlock()
 	if ok && now.Sub(st.at) < statsTTL {
 		return st, nil
 	}
-	docs, total, err := db.store.TextStats(ctx, memory)
+	docs, total, err := e.store.TextStats(ctx, memory)
 	if err != nil {
 		return st, err
 	}
@@ -345,24 +337,23 @@ func (db *DB) textStats(ctx context.Context, memory string) (textStats, error) {
 	if docs > 0 {
 		st.avgdl = float64(total) / float64(docs)
 	}
-	s.mu.Lock()
-	s.stats[memory] = st
-	s.mu.Unlock()
+	e.mu.Lock()
+	e.stats[memory] = st
+	e.mu.Unlock()
 	return st, nil
 }
 
 // vectors returns memory's vector index, loading it from the sealed rows
 // on first use, adding the grains written since the last call, and every
 // vectorResync dropping the grains deleted since.
-func (db *DB) vectors(ctx context.Context, memory string) (*vectorIndex, error) {
-	s := db.search
-	s.mu.Lock()
-	v := s.vecs[memory]
+func (e *Engine) vectors(ctx context.Context, memory string) (*vectorIndex, error) {
+	e.mu.Lock()
+	v := e.vecs[memory]
 	if v == nil {
 		v = &vectorIndex{set: search.NewSet()}
-		s.vecs[memory] = v
+		e.vecs[memory] = v
 	}
-	s.mu.Unlock()
+	e.mu.Unlock()
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	after := v.last
@@ -370,7 +361,7 @@ func (db *DB) vectors(ctx context.Context, memory string) (*vectorIndex, error) 
 	if resync {
 		after = 0
 	}
-	ids, err := db.store.VectorIDs(ctx, memory, after)
+	ids, err := e.store.VectorIDs(ctx, memory, after)
 	if err != nil {
 		return nil, err
 	}
@@ -386,13 +377,13 @@ func (db *DB) vectors(ctx context.Context, memory string) (*vectorIndex, error) 
 	}
 	f := store.Filter{Memory: memory, IncludeSuperseded: true, IncludeArchived: true}
 	for i := 0; i < len(todo); i += 500 {
-		rows, err := db.store.GrainsByIDs(ctx, f, todo[i:min(i+500, len(todo))])
+		rows, err := e.store.GrainsByIDs(ctx, f, todo[i:min(i+500, len(todo))])
 		if err != nil {
 			return nil, err
 		}
-		db.observe(rows)
+		e.opener.Observe(rows)
 		for j := range rows {
-			g, err := db.sealer.Open(ctx, &rows[j])
+			g, err := e.opener.Open(ctx, &rows[j])
 			if grains.ErrorCode(err) == grains.CodeErased {
 				continue
 			}
@@ -408,4 +399,52 @@ func (db *DB) vectors(ctx context.Context, memory string) (*vectorIndex, error) 
 		v.last = max(v.last, ids[len(ids)-1])
 	}
 	return v, nil
+}
+
+type textStats struct {
+	docs  int64
+	avgdl float64
+	at    time.Time
+}
+
+// vectorIndex is one memory's vectors, loaded from the sealed rows on first
+// use and kept up to date by id.
+type vectorIndex struct {
+	mu     sync.Mutex // held while loading
+	set    *search.Set
+	last   int64 // the highest grain id read
+	synced time.Time
+}
+
+// Index adds g's text postings and embedding dimension to its row.
+// The postings are blind: a term's token is its HMAC under the scope's
+// index key. It is the sealer's Index hook.
+func (e *Engine) Index(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
+	row.Dim = len(g.Embedding)
+	if e.noText.Load() {
+		return
+	}
+	d := search.Terms(g.Subject, g.Object, g.Content)
+	row.DocLen, row.Dim = d.Len, len(g.Embedding)
+	row.Terms = make([]store.TermRow, 0, len(d.Terms))
+	for t, n := range d.Terms {
+		row.Terms = append(row.Terms, store.TermRow{Token: c.Index.Token(index.Term, []byte(t)), TF: n, DL: d.Len})
+	}
+}
+
+// DisableText turns the writing of text postings off (on again with
+// false), so that a benchmark can measure their cost in one run. Grains
+// written with it off are never found by text.
+func (e *Engine) DisableText(off bool) { e.noText.Store(off) }
+
+// VectorBytes returns the memory the vector index of memory holds (0 when
+// it is not loaded).
+func (e *Engine) VectorBytes(memory string) int {
+	e.mu.Lock()
+	v := e.vecs[memory]
+	e.mu.Unlock()
+	if v == nil {
+		return 0
+	}
+	return v.set.Bytes()
 }
