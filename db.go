@@ -115,43 +115,16 @@ type DB struct {
 var ErrClosed = errors.New("lethe: closed")
 
 // Receipt is what an audited destructive call returns: the event, and its
-// proof once a signed checkpoint covers it.
-type Receipt struct {
-	// EventID names the audit event; "lethe audit proof --event ID" fetches
-	// its proof later if Pending.
-	EventID string `json:"event_id"`
-	// SubjectNonce (hex) opens the subject commitment in the leaf, for the
-	// caller alone: it is stored nowhere.
-	SubjectNonce string `json:"subject_nonce,omitempty"`
-	// Proof is the signed proof, or nil while Pending.
-	Proof *Proof `json:"proof,omitempty"`
-	// TlogProof is Proof as a c2sp.org/tlog-proof@v1 text file (see
-	// proofs.Proof.MarshalTlogProof), which "lethe verify" also reads.
-	TlogProof string `json:"tlog_proof,omitempty"`
-	// Pending is true when no checkpoint covered the event within
-	// Config.ProofWait.
-	Pending bool `json:"pending"`
-	// Leaf and LeafSignature are the signed receipt: the exact leaf and the
-	// log key's signature over it, available even while Pending.
-	Leaf          []byte `json:"leaf"`
-	LeafSignature []byte `json:"leaf_signature"`
-}
-
-// receipt returns the receipt of the committed event id with leaf: see
-// audit.Journal.Receipt.
-func (db *DB) receipt(ctx context.Context, id string, leaf []byte) (*Receipt, error) {
-	ar, err := db.journal.Receipt(ctx, id, leaf)
-	if err != nil {
-		return nil, err
-	}
-	r := (*Receipt)(ar)
-	if r.Proof != nil {
-		if r.TlogProof, err = tlogProof(r.Proof); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
+// proof once a signed checkpoint covers it. Its fields: EventID (names the
+// audit event; "lethe audit proof --event ID" fetches its proof later if
+// Pending), SubjectNonce (hex; opens the subject commitment in the leaf,
+// for the caller alone: it is stored nowhere), Proof (the signed proof, or
+// nil while Pending), TlogProof (Proof as a c2sp.org/tlog-proof@v1 text
+// file, which "lethe verify" also reads), Pending (no checkpoint covered
+// the event within Config.ProofWait), and Leaf and LeafSignature (the
+// signed receipt: the exact leaf and the log key's signature over it,
+// available even while Pending).
+type Receipt = audit.Receipt
 
 // epochs remembers, per memory, the erase epoch this process's key cache
 // reflects.
@@ -318,13 +291,4 @@ func (s sealer) Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, err
 
 func (s sealer) Seal(ctx context.Context, g *grains.Grain) (*store.GrainRow, error) {
 	return s.db.sealer.Seal(ctx, g)
-}
-
-// tlogProof returns p as a c2sp.org/tlog-proof@v1 text file.
-func tlogProof(p *Proof) (string, error) {
-	b, err := p.MarshalTlogProof()
-	if err != nil {
-		return "", grains.Wrap(grains.CodeInternal, "encode the proof as a tlog-proof", err)
-	}
-	return string(b), nil
 }

@@ -178,7 +178,7 @@ func (db *DB) erase(ctx context.Context, spec store.EraseSpec, subject string, n
 	db.ring.Purge()
 	db.destroyDedicated(ctx, er.Destroyed)
 	db.kickCleaner()
-	r, err := db.receipt(ctx, eventID, leaf)
+	r, err := db.journal.Receipt(ctx, eventID, leaf)
 	if err != nil {
 		return nil, err
 	}

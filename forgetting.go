@@ -8,9 +8,9 @@ import (
 )
 
 // Automatic forgetting: the public face of package sweep, which runs the
-// policies of package forgetting against the store. The result types are
-// declared here, where go doc shows their fields, and converted from
-// sweep's. See docs/compliance/forgetting.md.
+// policies of package forgetting against the store. The option and result
+// types are sweep's, named here; their doc comments list their fields. See
+// docs/compliance/forgetting.md.
 
 // Policy is a forgetting policy: the decay purge, the archive ladder,
 // retrieval-time decay, the risk sweep and auto-pin rules. Get one from
@@ -58,145 +58,64 @@ func LoadPolicy(path string) (*Policy, error) { return forgetting.Load(path) }
 // ParsePolicy parses and validates a policy; see [LoadPolicy].
 func ParsePolicy(b []byte) (*Policy, error) { return forgetting.Parse(b) }
 
-// PurgeOptions selects and tunes a decay purge. Zero fields take the
-// policy's values (Config.Policy's decay section).
-type PurgeOptions struct {
-	// Memory is the memory to purge ("" means "default").
-	Memory string
-	// Curve is exponential, linear or ebbinghaus.
-	Curve Curve
-	// HalfLifeDays (exponential), DecayPerDay (linear) and StrengthDays
-	// (ebbinghaus) shape the curve.
-	HalfLifeDays float64
-	DecayPerDay  float64
-	StrengthDays float64
-	// Threshold: grains whose retention is below it are forgotten.
-	Threshold *float64
-	// MinAgeDays: younger grains are never candidates.
-	MinAgeDays *int
-	// Batch is the number of candidates forgotten per transaction (and per
-	// grain.purge event).
-	Batch int
-	// Namespace limits the purge to one namespace.
-	Namespace string
-	// DryRun reports what the purge would do and changes nothing.
-	DryRun bool
-}
+// PurgeOptions selects and tunes a decay purge; zero fields take the
+// policy's values (Config.Policy's decay section). Its fields: Memory (""
+// means "default"); Curve (exponential, linear or ebbinghaus) shaped by
+// HalfLifeDays, DecayPerDay or StrengthDays; Threshold (grains whose
+// retention is below it are forgotten); MinAgeDays (younger grains are
+// never candidates); Batch (candidates forgotten per transaction and per
+// grain.purge event); Namespace (limits the purge to one namespace); DryRun
+// (report, change nothing).
+type PurgeOptions = sweep.PurgeOptions
 
-// PurgeResult says what a decay purge did, or with DryRun would do.
-type PurgeResult struct {
-	DryRun bool  `json:"dry_run"`
-	Curve  Curve `json:"curve"`
-	// Scanned counts the grains (newest versions) whose operational fields
-	// were read.
-	Scanned int `json:"scanned"`
-	// Candidates counts the grains below the threshold that no protection
-	// rule keeps.
-	Candidates int `json:"candidates"`
-	// Forgotten counts the grains deleted (would be deleted), every version
-	// of each candidate's chain included.
-	Forgotten int `json:"forgotten"`
-	// Held counts candidates skipped because a legal hold covers their
-	// chain; each refusal is audited.
-	Held int `json:"held"`
-	// Protected counts grains below the threshold that a protection rule
-	// keeps.
-	Protected int `json:"protected"`
-	// Pinned counts pinned grains the purge skipped: their retention is 1,
-	// and unpinned they would have been candidates.
-	Pinned int `json:"pinned"`
-	// Batches counts the transactions (grain.purge events) of the purge.
-	Batches int `json:"batches"`
-	// Hashes lists the forgotten hashes, sorted, at most 10,000; Truncated
-	// says there were more.
-	Hashes    []string `json:"hashes"`
-	Truncated bool     `json:"truncated,omitempty"`
-	// Events are the ids of the purge's grain.purge events.
-	Events []string `json:"events,omitempty"`
-	// Receipt is the policy.run event that closes the purge, with its
-	// proof; nil for dry runs and purges that changed nothing.
-	*Receipt
-}
+// PurgeResult says what a decay purge did, or with DryRun would do: the
+// grains Scanned (newest versions whose operational fields were read), the
+// Candidates (below the threshold, no protection rule keeping them), the
+// grains Forgotten (every version of each candidate's chain), those Held
+// (a legal hold covers the chain; each refusal audited), Protected (kept by
+// a protection rule) and Pinned (skipped; unpinned they would have been
+// candidates), the Batches (transactions, grain.purge events), the
+// forgotten Hashes (sorted, at most 10,000; Truncated says there were
+// more), the Events' ids, and the Receipt of the policy.run event that
+// closes the purge (nil for dry runs and purges that changed nothing).
+type PurgeResult = sweep.PurgeResult
 
-// ArchiveOptions starts an archive ladder run.
-type ArchiveOptions struct {
-	// Trigger is what starts the run (default memory_pressure, which always
-	// runs; the others run once the memory holds the policy's soft limit of
-	// unarchived grains).
-	Trigger Trigger
-	// DryRun reports what the run would archive and changes nothing.
-	DryRun bool
-}
+// ArchiveOptions starts an archive ladder run: Trigger is what starts it
+// (default memory_pressure, which always runs; the others run once the
+// memory holds the policy's soft limit of unarchived grains); DryRun
+// reports what the run would archive and changes nothing.
+type ArchiveOptions = sweep.ArchiveOptions
 
-// ArchiveResult says what an archive run, or an explicit archive, did.
-type ArchiveResult struct {
-	DryRun  bool    `json:"dry_run"`
-	Trigger Trigger `json:"trigger,omitempty"`
-	// Ran is false when the trigger does not start a run (the ladder is
-	// off, the trigger is not in the policy, or the memory is below the
-	// soft limit).
-	Ran bool `json:"ran"`
-	// Live is the number of unarchived grains the soft limit was compared with.
-	Live int64 `json:"live"`
-	// Scanned counts the grains looked at (at most the scan bound).
-	Scanned int `json:"scanned"`
-	// Archived counts the grains archived (would be archived).
-	Archived int `json:"archived"`
-	// Protected counts grains below the salience threshold that a
-	// protection rule keeps.
-	Protected int `json:"protected"`
-	// Hashes lists the archived hashes, sorted, at most 10,000; Truncated
-	// says there were more.
-	Hashes    []string `json:"hashes"`
-	Truncated bool     `json:"truncated,omitempty"`
-	// Events are the ids of the grain.archive events.
-	Events []string `json:"events,omitempty"`
-	// Receipt is the last event's (the policy.run event for a ladder run,
-	// the grain.archive event for an explicit archive), with its proof.
-	*Receipt
-}
+// ArchiveResult says what an archive run, or an explicit archive, did:
+// DryRun, Trigger, Ran (false when the trigger does not start a run: the
+// ladder is off, the trigger is not in the policy, or the memory is below
+// the soft limit), Live (the unarchived grains compared with the soft
+// limit), Scanned, Archived, Protected (below the salience threshold, kept
+// by a protection rule), the archived Hashes (sorted, at most 10,000;
+// Truncated says there were more), the grain.archive Events' ids, and the
+// Receipt of the last event (the policy.run event of a ladder run, the
+// grain.archive event of an explicit archive).
+type ArchiveResult = sweep.ArchiveResult
 
-// RiskOptions tunes a risk sweep.
-type RiskOptions struct {
-	// Batch is the number of grains per transaction (default: the decay
-	// purge's batch).
-	Batch int
-	// DryRun reports what the sweep would do and changes nothing.
-	DryRun bool
-}
+// RiskOptions tunes a risk sweep: Batch is the number of grains per
+// transaction (default: the decay purge's batch); DryRun reports what the
+// sweep would do and changes nothing.
+type RiskOptions = sweep.RiskOptions
 
-// RiskItem is one grain the sweep acts on (or a protection rule keeps).
-type RiskItem struct {
-	Hash   string  `json:"hash"`
-	Action string  `json:"action"` // compress, drop, protected, held or kept (not compressible)
-	Risk   float64 `json:"risk"`
-}
+// RiskItem is one grain the sweep acts on (or a protection rule keeps):
+// its Hash, its Action (compress, drop, protected, held or kept: not
+// compressible) and its Risk.
+type RiskItem = sweep.RiskItem
 
-// RiskResult says what a risk sweep did, or with DryRun would do.
-type RiskResult struct {
-	DryRun  bool `json:"dry_run"`
-	Scanned int  `json:"scanned"`
-	// Compressed counts grains replaced by their summaries.
-	Compressed int `json:"compressed"`
-	// Dropped counts grains forgotten, every version of their chains.
-	Dropped int `json:"dropped"`
-	// Protected counts grains at risk that a protection rule keeps.
-	Protected int `json:"protected"`
-	// Held counts grains at risk that a legal hold keeps; each refusal is
-	// audited.
-	Held int `json:"held"`
-	// Kept counts grains due for compression that the summarizer cannot
-	// make smaller, that are unreadable (erased) or whose summary would
-	// duplicate a live grain.
-	Kept int `json:"kept"`
-	// Items lists the grains at risk with their action and risk, at most
-	// 10,000.
-	Items     []RiskItem `json:"items"`
-	Truncated bool       `json:"truncated,omitempty"`
-	Events    []string   `json:"events,omitempty"`
-	// Receipt is the policy.run event that closes the sweep.
-	*Receipt
-}
+// RiskResult says what a risk sweep did, or with DryRun would do: the
+// grains Scanned, Compressed (replaced by their summaries), Dropped
+// (forgotten, every version of their chains), Protected (at risk, kept by
+// a protection rule), Held (at risk, kept by a legal hold; each refusal
+// audited) and Kept (due for compression but not compressible, unreadable
+// or duplicating a live grain when summarized); the Items at risk with
+// their action and risk (at most 10,000; Truncated), the Events' ids, and
+// the Receipt of the policy.run event that closes the sweep.
+type RiskResult = sweep.RiskResult
 
 // PurgeStale runs the decay purge on one memory: it reads the operational
 // fields of every newest version (no blob, no key), and forgets, batch by
@@ -211,13 +130,7 @@ type RiskResult struct {
 // event whose receipt the result carries. A dry run makes the same
 // decisions over the same rows and changes nothing.
 func (db *DB) PurgeStale(ctx context.Context, opts PurgeOptions) (*PurgeResult, error) {
-	r, err := db.sweep.PurgeStale(ctx, sweep.PurgeOptions(opts))
-	if err != nil {
-		return nil, err
-	}
-	return &PurgeResult{DryRun: r.DryRun, Curve: r.Curve, Scanned: r.Scanned, Candidates: r.Candidates, Forgotten: r.Forgotten,
-		Held: r.Held, Protected: r.Protected, Pinned: r.Pinned, Batches: r.Batches, Hashes: r.Hashes, Truncated: r.Truncated, Events: r.Events,
-		Receipt: (*Receipt)(r.Receipt)}, nil
+	return db.sweep.PurgeStale(ctx, opts)
 }
 
 // Archive runs the archive ladder on one memory. The trigger decides
@@ -230,7 +143,7 @@ func (db *DB) PurgeStale(ctx context.Context, opts PurgeOptions) (*PurgeResult, 
 // grain.archive event (policy "ladder"); a run that archived anything ends
 // with a policy.run event whose reason is the trigger.
 func (db *DB) Archive(ctx context.Context, memory string, opts ArchiveOptions) (*ArchiveResult, error) {
-	return archiveResult(db.sweep.Archive(ctx, memory, sweep.ArchiveOptions(opts)))
+	return db.sweep.Archive(ctx, memory, opts)
 }
 
 // ArchiveGrains archives the named grains of memory (any version): they
@@ -239,15 +152,7 @@ func (db *DB) Archive(ctx context.Context, memory string, opts ArchiveOptions) (
 // grain.archive event and returns its receipt; it fails with not_found if
 // no hash names a grain of memory.
 func (db *DB) ArchiveGrains(ctx context.Context, memory string, hashes []string) (*ArchiveResult, error) {
-	return archiveResult(db.sweep.ArchiveGrains(ctx, memory, hashes))
-}
-
-func archiveResult(r *sweep.ArchiveResult, err error) (*ArchiveResult, error) {
-	if err != nil {
-		return nil, err
-	}
-	return &ArchiveResult{DryRun: r.DryRun, Trigger: r.Trigger, Ran: r.Ran, Live: r.Live, Scanned: r.Scanned, Archived: r.Archived,
-		Protected: r.Protected, Hashes: r.Hashes, Truncated: r.Truncated, Events: r.Events, Receipt: (*Receipt)(r.Receipt)}, nil
+	return db.sweep.ArchiveGrains(ctx, memory, hashes)
 }
 
 // ShouldArchive returns the hashes of the unarchived newest versions of
@@ -274,17 +179,7 @@ func (db *DB) ShouldArchive(ctx context.Context, memory string) ([]string, error
 // that changed or was refused anything ends with a policy.run event. A dry
 // run changes nothing.
 func (db *DB) RiskSweep(ctx context.Context, memory string, opts RiskOptions) (*RiskResult, error) {
-	r, err := db.sweep.RiskSweep(ctx, memory, sweep.RiskOptions(opts))
-	if err != nil {
-		return nil, err
-	}
-	out := &RiskResult{DryRun: r.DryRun, Scanned: r.Scanned, Compressed: r.Compressed, Dropped: r.Dropped, Protected: r.Protected,
-		Held: r.Held, Kept: r.Kept, Items: make([]RiskItem, len(r.Items)), Truncated: r.Truncated, Events: r.Events,
-		Receipt: (*Receipt)(r.Receipt)}
-	for i, it := range r.Items {
-		out.Items[i] = RiskItem(it)
-	}
-	return out, nil
+	return db.sweep.RiskSweep(ctx, memory, opts)
 }
 
 // RunPolicies runs the policy's scheduled policies until ctx is done, and

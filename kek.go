@@ -159,7 +159,7 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 	if err := db.journal.Append(ctx, trim); err != nil {
 		return nil, err
 	}
-	if out.Trim, err = db.receipt(ctx, trim.ID, trim.Leaf); err != nil {
+	if out.Trim, err = db.journal.Receipt(ctx, trim.ID, trim.Leaf); err != nil {
 		return nil, err
 	}
 	// Cached unwrapped keys are unchanged by a rewrap; nothing to purge.

@@ -415,7 +415,7 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 		res.Status = "not_found"
 		return res, nil
 	}
-	if res.Receipt, err = db.receipt(ctx, eventID, leaf); err != nil {
+	if res.Receipt, err = db.journal.Receipt(ctx, eventID, leaf); err != nil {
 		return nil, err
 	}
 	if nonce != nil {

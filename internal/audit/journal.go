@@ -171,16 +171,26 @@ func SetHashes(l *proofs.Leaf, hashes []string) {
 }
 
 // Receipt is what an audited destructive call returns: the event, and its
-// proof once a signed checkpoint covers it. The root package's Receipt has
-// the same fields.
+// proof once a signed checkpoint covers it (package lethe's Receipt).
 type Receipt struct {
-	EventID       string        `json:"event_id"`
-	SubjectNonce  string        `json:"subject_nonce,omitempty"`
-	Proof         *proofs.Proof `json:"proof,omitempty"`
-	TlogProof     string        `json:"tlog_proof,omitempty"`
-	Pending       bool          `json:"pending"`
-	Leaf          []byte        `json:"leaf"`
-	LeafSignature []byte        `json:"leaf_signature"`
+	// EventID names the audit event; "lethe audit proof --event ID" fetches
+	// its proof later if Pending.
+	EventID string `json:"event_id"`
+	// SubjectNonce (hex) opens the subject commitment in the leaf, for the
+	// caller alone: it is stored nowhere.
+	SubjectNonce string `json:"subject_nonce,omitempty"`
+	// Proof is the signed proof, or nil while Pending.
+	Proof *proofs.Proof `json:"proof,omitempty"`
+	// TlogProof is Proof as a c2sp.org/tlog-proof@v1 text file (see
+	// proofs.Proof.MarshalTlogProof), which "lethe verify" also reads.
+	TlogProof string `json:"tlog_proof,omitempty"`
+	// Pending is true when no checkpoint covered the event within the
+	// proof wait.
+	Pending bool `json:"pending"`
+	// Leaf and LeafSignature are the signed receipt: the exact leaf and the
+	// log key's signature over it, available even while Pending.
+	Leaf          []byte `json:"leaf"`
+	LeafSignature []byte `json:"leaf_signature"`
 }
 
 // Receipt waits up to the configured proof wait for a checkpoint to cover
@@ -192,6 +202,11 @@ func (j *Journal) Receipt(ctx context.Context, id string, leaf []byte) (*Receipt
 	switch {
 	case err == nil:
 		r.Proof = p
+		b, err := p.MarshalTlogProof()
+		if err != nil {
+			return nil, grains.Wrap(grains.CodeInternal, "encode the proof as a tlog-proof", err)
+		}
+		r.TlogProof = string(b)
 	case grains.ErrorCode(err) == grains.CodePending:
 		r.Pending = true
 	default:

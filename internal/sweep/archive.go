@@ -14,7 +14,7 @@ import (
 
 // ArchiveOptions starts an archive ladder run.
 type ArchiveOptions struct {
-	// forgetting.Trigger is what starts the run (default memory_pressure, which always
+	// Trigger is what starts the run (default memory_pressure, which always
 	// runs; the others run once the memory holds the policy's soft limit of
 	// unarchived grains).
 	Trigger forgetting.Trigger
