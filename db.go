@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/erasure"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -106,9 +107,7 @@ type DB struct {
 
 	hooks    *hooks.Registry
 	requests *requests.Workflow
-	// afterRelease runs after a hold of memory is released: the blocked
-	// erasure requests (set by Open).
-	afterRelease func(ctx context.Context, memory string)
+	erasure  *erasure.Eraser
 }
 
 // ErrClosed is returned by calls on a closed DB.
@@ -150,26 +149,6 @@ func (db *DB) observe(rows []store.GrainRow) {
 			db.epochs.m[r.Memory] = r.Epoch
 		}
 	}
-}
-
-// refused records a refusal under a legal hold as an audit event of its
-// own (the refused change rolled back) and returns err.
-func (db *DB) refused(ctx context.Context, memory string, err error) error {
-	var held *store.HeldBy
-	if !errors.As(err, &held) {
-		return err
-	}
-	ev, eerr := db.journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
-		l.Hold, l.Reason = held.HoldID, "held"
-	})
-	if eerr == nil {
-		eerr = db.journal.Append(ctx, ev)
-	}
-	if eerr != nil {
-		db.logger.Error("could not audit a refused erasure", "error", eerr)
-	}
-	db.journal.Committed()
-	return err
 }
 
 // PurgeErased deletes, now, the rows and index tokens that erasures made

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/lethe-io/lethe/internal/erasure"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/proofs"
@@ -27,29 +28,6 @@ type rotator interface {
 	Rewrap(ctx context.Context, wrapped []byte) ([]byte, error)
 	LatestVersion(ctx context.Context) (int, error)
 	Trim(ctx context.Context, keepFrom int) error
-}
-
-// versioner is a KEK whose wrapped keys say which KEK version made them.
-// KEKName names the KEK in audit events.
-type versioner interface {
-	KEKVersion(wrapped []byte) (int, bool)
-	KEKName() string
-}
-
-// kekVersionOf returns the newest KEK version among wrapped keys, and the
-// KEK's name; 0 and "" when the KEK does not tell.
-func (db *DB) kekVersionOf(recs []keys.Record) (uint64, string) {
-	vr, ok := db.kek.(versioner)
-	if !ok {
-		return 0, ""
-	}
-	var top uint64
-	for _, r := range recs {
-		if v, ok := vr.KEKVersion(r.Wrapped); ok {
-			top = max(top, uint64(v))
-		}
-	}
-	return top, vr.KEKName()
 }
 
 // RotateOptions configures RotateKEK.
@@ -122,7 +100,7 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 	if err != nil {
 		return nil, kekErr(err)
 	}
-	_, name := db.kekVersionOf(nil)
+	_, name := erasure.KEKVersion(db.kek, nil)
 	if name == "" {
 		name = "kek"
 	}
@@ -136,7 +114,7 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 		return nil, err
 	}
 	out.RotateEventID = rot.ID
-	vr, _ := db.kek.(versioner)
+	vr, _ := db.kek.(erasure.Versioner)
 	for pass := 0; pass < maxRewrapPasses; pass++ {
 		n, err := db.rewrapAll(ctx, r, vr, latest)
 		if err != nil {
@@ -168,7 +146,7 @@ func (db *DB) RotateKEK(ctx context.Context, opts RotateOptions) (*Rotation, err
 
 // rewrapAll rewraps every live data key not yet under KEK version latest
 // and returns how many it rewrapped.
-func (db *DB) rewrapAll(ctx context.Context, r rotator, vr versioner, latest int) (int, error) {
+func (db *DB) rewrapAll(ctx context.Context, r rotator, vr erasure.Versioner, latest int) (int, error) {
 	n := 0
 	var after int64
 	for {

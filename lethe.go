@@ -405,7 +405,7 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 		return dryForget(del, err, protected)
 	}
 	if err != nil {
-		return nil, db.refused(ctx, sel.Memory, err)
+		return nil, db.erasure.Refused(ctx, sel.Memory, err)
 	}
 	res := &ForgetResult{Count: len(del.Hashes), Hashes: del.Hashes, Status: "forgotten"}
 	if res.Hashes == nil {

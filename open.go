@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/erasure"
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -144,7 +145,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.recall = recall.New(recall.Config{Store: st, Keys: db.ring, Opener: opener{db}, Sweep: db.sweep, Now: db.now})
 	db.sealer.Index = db.recall.Index
 	db.requests = requests.New(requests.Config{Store: db.store, Journal: db.journal, KEK: kek, Now: db.now})
-	db.afterRelease = db.runBlocked
+	db.erasure = erasure.New(erasure.Config{Store: st, Keys: db.ring, Journal: db.journal, Requests: db.requests, KEK: kek,
+		Erased: db.kickCleaner, LogKey: db.signer.VerifierKey(), Now: db.now, Logger: db.logger})
 	// The sweeper stops first: its tracker writes what is pending.
 	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)
 	// The hook engine stops before everything: its sends use the store.

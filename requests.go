@@ -2,15 +2,9 @@ package lethe
 
 import (
 	"context"
-	"encoding/hex"
-	"errors"
-	"time"
 
-	"github.com/lethe-io/lethe/internal/audit"
-	"github.com/lethe-io/lethe/internal/grains"
-	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/erasure"
 	"github.com/lethe-io/lethe/internal/requests"
-	"github.com/lethe-io/lethe/internal/store"
 )
 
 // ErasureRequest is an erasure request: filed by one DPO token, approved
@@ -38,26 +32,16 @@ type RequestFilter = requests.Filter
 // with its proof; it never names the subject.
 type ErasureCertificate = requests.Certificate
 
-// RequestSpec is an erasure request to file: exactly one of UserID or
-// Scope, a Reason, the portal's Reference (a ticket id, never personal
-// data) and a Due date (zero: 30 days).
-type RequestSpec struct {
-	Memory    string
-	UserID    string
-	Scope     string
-	Reason    RequestReason
-	Reference string
-	Due       time.Time
-}
+// RequestSpec is an erasure request to file: Memory, exactly one of
+// UserID or Scope, a Reason, the portal's Reference (a ticket id, never
+// personal data) and a Due date (zero: 30 days).
+type RequestSpec = requests.Spec
 
-// FiledRequest is what FileErasureRequest returns: the pending request,
-// its preview, and the nonce of its subject commitment (hex), for the
-// caller alone: lethe keeps it sealed until execution, then destroys it.
-type FiledRequest struct {
-	*ErasureRequest
-	Preview      *RequestPreview `json:"preview"`
-	SubjectNonce string          `json:"subject_nonce"`
-}
+// FiledRequest is what FileErasureRequest returns: the pending
+// ErasureRequest, its Preview, and the SubjectNonce of its subject
+// commitment (hex), for the caller alone: lethe keeps it sealed until
+// execution, then destroys it.
+type FiledRequest = erasure.Filed
 
 // FileErasureRequest files a pending erasure request, with a preview of
 // what it would erase (computed without changing anything or appending to
@@ -68,35 +52,7 @@ func (db *DB) FileErasureRequest(ctx context.Context, spec RequestSpec) (*FiledR
 	if spec.Memory, err = memoryName(spec.Memory); err != nil {
 		return nil, err
 	}
-	rs := requests.Spec{Memory: spec.Memory, UserID: spec.UserID, Scope: spec.Scope, Reason: spec.Reason, Reference: spec.Reference, Due: spec.Due}
-	if err := rs.Validate(db.now().UTC().Truncate(time.Second)); err != nil {
-		return nil, err
-	}
-	pv, err := db.previewErase(ctx, rs)
-	if err != nil {
-		return nil, err
-	}
-	r, nonce, err := db.requests.Create(ctx, rs)
-	if err != nil {
-		return nil, err
-	}
-	return &FiledRequest{ErasureRequest: r, Preview: pv, SubjectNonce: hex.EncodeToString(nonce)}, nil
-}
-
-// previewErase says what erasing spec's subject would do now.
-func (db *DB) previewErase(ctx context.Context, spec requests.Spec) (*RequestPreview, error) {
-	es := store.EraseSpec{Memory: spec.Memory, Kind: keys.KindScope, Name: spec.Scope}
-	if spec.Kind() == requests.User {
-		us, err := db.userErase(ctx, spec.Memory, spec.UserID)
-		if grains.ErrorCode(err) == grains.CodeNotFound {
-			return &RequestPreview{Scopes: map[string]int64{}, Holds: []string{}}, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		es = us.EraseSpec
-	}
-	return db.store.PreviewErase(ctx, es)
+	return db.erasure.FileRequest(ctx, spec)
 }
 
 // ErasureRequest returns erasure request id of memory.
@@ -153,51 +109,7 @@ func (db *DB) ExecuteErasureRequest(ctx context.Context, memory, id string) (*Er
 	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
-	r, subject, nonce, t, err := db.requests.Open(ctx, memory, id)
-	if err != nil {
-		return nil, err
-	}
-	spec := store.EraseSpec{Memory: memory, Kind: keys.KindScope, Name: subject}
-	if r.Kind == requests.User {
-		us, err := db.userErase(ctx, memory, subject)
-		if err != nil {
-			return nil, err
-		}
-		spec = us.EraseSpec
-	}
-	spec.Request = t
-	e, err := db.erase(ctx, spec, subject, nonce)
-	var held *store.HeldBy
-	if errors.As(err, &held) {
-		if berr := db.requests.Block(ctx, r, held.HoldID); berr != nil {
-			return nil, berr
-		}
-		return nil, err
-	}
-	if err != nil {
-		return nil, err
-	}
-	if serr := db.requests.Destroyed(ctx, r); serr != nil {
-		db.logger.Warn("scrub after an erasure request failed; residue of its sealed subject may persist until the next scrub", "error", serr)
-	}
-	e.SubjectNonce = hex.EncodeToString(nonce)
-	return e, nil
-}
-
-// runBlocked executes the blocked requests of memory, after a hold was
-// released. A request still held stays blocked; a failure is logged.
-func (db *DB) runBlocked(ctx context.Context, memory string) {
-	rs, err := db.requests.Blocked(ctx, memory)
-	if err != nil {
-		db.logger.Warn("could not list blocked erasure requests", "error", err)
-		return
-	}
-	for _, r := range rs {
-		_, err := db.ExecuteErasureRequest(ctx, memory, r.ID)
-		if err != nil && grains.ErrorCode(err) != grains.CodeHeld {
-			db.logger.Warn("a blocked erasure request did not run after its hold was released", "request", r.ID, "code", string(grains.ErrorCode(err)), "error", err)
-		}
-	}
+	return db.erasure.ExecuteRequest(ctx, memory, id)
 }
 
 // ErasureCertificate returns the certificate of an executed request: what
@@ -205,16 +117,9 @@ func (db *DB) runBlocked(ctx context.Context, memory string) {
 // event against the latest signed checkpoint (CodePending while none
 // covers it yet). It never names the subject.
 func (db *DB) ErasureCertificate(ctx context.Context, memory, id string) (*ErasureCertificate, error) {
-	r, err := db.ErasureRequest(ctx, memory, id)
-	if err != nil {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
 		return nil, err
 	}
-	if r.Status != requests.Executed {
-		return requests.NewCertificate(r, nil, "")
-	}
-	p, err := db.journal.Proof(ctx, r.EventID)
-	if err != nil {
-		return nil, audit.DomainError(err)
-	}
-	return requests.NewCertificate(r, p, db.AuditKey())
+	return db.erasure.Certificate(ctx, memory, id)
 }

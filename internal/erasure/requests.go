@@ -1,0 +1,122 @@
+package erasure
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/requests"
+	"github.com/lethe-io/lethe/internal/store"
+)
+
+// Filed is what filing an erasure request returns: the pending request,
+// its preview, and the nonce of its subject commitment (hex), for the
+// caller alone: lethe keeps it sealed until execution, then destroys it.
+type Filed struct {
+	*requests.Request
+	Preview      *requests.Preview `json:"preview"`
+	SubjectNonce string            `json:"subject_nonce"`
+}
+
+// FileRequest files a pending erasure request of spec.Memory (validated),
+// with a preview of what it would erase, computed without changing
+// anything or appending to the audit log.
+func (e *Eraser) FileRequest(ctx context.Context, spec requests.Spec) (*Filed, error) {
+	if err := spec.Validate(e.cfg.Now().UTC().Truncate(time.Second)); err != nil {
+		return nil, err
+	}
+	pv, err := e.preview(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	r, nonce, err := e.cfg.Requests.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &Filed{Request: r, Preview: pv, SubjectNonce: hex.EncodeToString(nonce)}, nil
+}
+
+// preview says what erasing spec's subject would do now.
+func (e *Eraser) preview(ctx context.Context, spec requests.Spec) (*requests.Preview, error) {
+	es := store.EraseSpec{Memory: spec.Memory, Kind: keys.KindScope, Name: spec.Scope}
+	if spec.Kind() == requests.User {
+		us, _, err := e.userSpec(ctx, spec.Memory, spec.UserID)
+		if grains.ErrorCode(err) == grains.CodeNotFound {
+			return &requests.Preview{Scopes: map[string]int64{}, Holds: []string{}}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		es = us
+	}
+	return e.cfg.Store.PreviewErase(ctx, es)
+}
+
+// ExecuteRequest runs an approved (or blocked) request of memory
+// (validated): see package lethe's DB.ExecuteErasureRequest.
+func (e *Eraser) ExecuteRequest(ctx context.Context, memory, id string) (*Erasure, error) {
+	r, subject, nonce, t, err := e.cfg.Requests.Open(ctx, memory, id)
+	if err != nil {
+		return nil, err
+	}
+	spec := store.EraseSpec{Memory: memory, Kind: keys.KindScope, Name: subject}
+	if r.Kind == requests.User {
+		if spec, _, err = e.userSpec(ctx, memory, subject); err != nil {
+			return nil, err
+		}
+	}
+	spec.Request = t
+	out, err := e.erase(ctx, spec, subject, nonce, false)
+	var held *store.HeldBy
+	if errors.As(err, &held) {
+		if berr := e.cfg.Requests.Block(ctx, r, held.HoldID); berr != nil {
+			return nil, berr
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if serr := e.cfg.Requests.Destroyed(ctx, r); serr != nil {
+		e.cfg.Logger.Warn("scrub after an erasure request failed; residue of its sealed subject may persist until the next scrub", "error", serr)
+	}
+	out.SubjectNonce = hex.EncodeToString(nonce)
+	return out, nil
+}
+
+// RunBlocked executes the blocked requests of memory, after a hold was
+// released. A request still held stays blocked; a failure is logged.
+func (e *Eraser) RunBlocked(ctx context.Context, memory string) {
+	rs, err := e.cfg.Requests.Blocked(ctx, memory)
+	if err != nil {
+		e.cfg.Logger.Warn("could not list blocked erasure requests", "error", err)
+		return
+	}
+	for _, r := range rs {
+		_, err := e.ExecuteRequest(ctx, memory, r.ID)
+		if err != nil && grains.ErrorCode(err) != grains.CodeHeld {
+			e.cfg.Logger.Warn("a blocked erasure request did not run after its hold was released", "request", r.ID, "code", string(grains.ErrorCode(err)), "error", err)
+		}
+	}
+}
+
+// Certificate returns the certificate of request id of memory
+// (validated): see package lethe's DB.ErasureCertificate.
+func (e *Eraser) Certificate(ctx context.Context, memory, id string) (*requests.Certificate, error) {
+	r, err := e.cfg.Requests.Get(ctx, memory, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != requests.Executed {
+		return requests.NewCertificate(r, nil, "")
+	}
+	p, err := e.cfg.Journal.Proof(ctx, r.EventID)
+	if err != nil {
+		return nil, audit.DomainError(err)
+	}
+	return requests.NewCertificate(r, p, e.cfg.LogKey)
+}
