@@ -19,11 +19,9 @@ package lethe
 
 import (
 	"context"
-	"encoding/hex"
-	"errors"
 	"time"
 
-	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/erasure"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/proofs"
@@ -285,29 +283,13 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 }
 
 // ForgetResult says what Forget removed, or with Selector.DryRun would
-// remove. When it removed anything, the embedded Receipt names the audit
-// event and carries its proof.
-type ForgetResult struct {
-	// DryRun says nothing was changed: the result is what the forget
-	// would do.
-	DryRun bool `json:"dry_run,omitempty"`
-	// Count is the number of grains deleted (would be deleted), every
-	// version included.
-	Count int `json:"count"`
-	// Hashes are the deleted grains' hashes, sorted.
-	Hashes []string `json:"hashes"`
-	// Status is "forgotten", or "not_found" when nothing matched. A dry run
-	// answers "would_forget", "not_found", or the refusal the forget would
-	// meet: "held" (a legal hold covers a selected grain; see HeldBy) or
-	// "protected" (a protection rule keeps one; see Reason), with Count and
-	// Hashes what it selects.
-	Status string `json:"status"`
-	// HeldBy is the id of the hold that would refuse a dry run's forget.
-	HeldBy string `json:"held_by,omitempty"`
-	// Reason is the protection rule that would refuse a dry run's forget.
-	Reason string `json:"reason,omitempty"`
-	*Receipt
-}
+// remove: DryRun (nothing was changed), Count (the grains deleted, every
+// version included), Hashes (sorted), Status ("forgotten", or "not_found"
+// when nothing matched; a dry run answers "would_forget", "not_found", or
+// the refusal the forget would meet: "held", with HeldBy the hold, or
+// "protected", with Reason the protection rule), and, when it removed
+// anything, the Receipt of its audit event with its proof.
+type ForgetResult = erasure.ForgetResult
 
 // Forget hard-deletes the selected grains, every version of their chains,
 // and their index entries, in one transaction. A version chain is one fact:
@@ -316,7 +298,7 @@ type ForgetResult struct {
 // high importance) refuses with code protected, a reason and a hint, and
 // the refusal is audited; see ForceForget.
 func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
-	return db.forget(ctx, sel, false)
+	return db.erasure.Forget(ctx, sel, false)
 }
 
 // ForceForget is Forget overriding protection rules (pinned grains,
@@ -324,162 +306,5 @@ func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 // data-protection officer acting on an erasure request. Its grain.forget
 // event carries reason protection_override when it overrode a rule.
 func (db *DB) ForceForget(ctx context.Context, sel Selector) (*ForgetResult, error) {
-	return db.forget(ctx, sel, true)
-}
-
-// forget is Forget, overriding protection rules when force is set.
-func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResult, error) {
-	if err := sel.Validate(); err != nil {
-		return nil, err
-	}
-	if sel.Narrowed() {
-		if err := db.narrow(ctx, &sel); err != nil {
-			return nil, err
-		}
-		if len(sel.Hashes) == 0 {
-			return &ForgetResult{DryRun: sel.DryRun, Hashes: []string{}, Status: "not_found"}, nil
-		}
-	}
-	hashes := sel.Hashes
-	if sel.Hash != "" {
-		hashes = []string{sel.Hash}
-	}
-	var override bool
-	var protected error
-	var err error
-	if sel.DryRun {
-		if !force {
-			if _, protected, err = db.sweep.Protected(ctx, sel.Memory, hashes); err != nil {
-				return nil, err
-			}
-		}
-	} else if override, err = db.sweep.CheckForget(ctx, sel.Memory, hashes, force); err != nil {
-		return nil, err
-	}
-	// Forgetting by subject or user commits to what was named, so the caller
-	// can later prove which person the event concerned.
-	var nonce []byte
-	var commitment string
-	if subject := sel.Subject + sel.UserID; subject != "" {
-		nonce = proofs.NewNonce()
-		commitment = proofs.Commitment(nonce, subject)
-	}
-	var leaf []byte
-	var eventID string
-	mk := func(ctx context.Context, d *store.Deletion) ([]store.Event, error) {
-		if sel.DryRun {
-			return nil, store.ErrDryRun // roll back: nothing deleted, nothing audited
-		}
-		if len(d.Hashes) == 0 {
-			return nil, nil
-		}
-		ev, err := db.journal.Event(ctx, proofs.EventGrainForget, sel.Memory, func(l *proofs.Leaf) {
-			audit.SetHashes(l, d.Hashes)
-			l.Commitment = commitment
-			if override {
-				l.Reason = "protection_override"
-			}
-		})
-		leaf, eventID = ev.Leaf, ev.ID
-		return []store.Event{ev}, err
-	}
-	var del *store.Deletion
-	switch {
-	case sel.Hash != "":
-		if _, err := db.store.GrainByHash(ctx, sel.Memory, sel.Hash); err != nil {
-			return nil, err
-		}
-		del, err = db.store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash}, db.now().UnixMicro(), mk)
-	case sel.Hashes != nil:
-		del, err = db.store.DeleteHashes(ctx, sel.Memory, sel.Hashes, db.now().UnixMicro(), mk)
-	default:
-		q := Query{Memory: sel.Memory, Subject: sel.Subject, UserID: sel.UserID}
-		f, ok, ferr := db.recall.Filter(ctx, &q, true)
-		if ferr != nil || !ok {
-			del, err = &store.Deletion{}, ferr
-			break
-		}
-		del, err = db.store.DeleteWhere(ctx, *f, db.now().UnixMicro(), mk)
-	}
-	if sel.DryRun {
-		return dryForget(del, err, protected)
-	}
-	if err != nil {
-		return nil, db.erasure.Refused(ctx, sel.Memory, err)
-	}
-	res := &ForgetResult{Count: len(del.Hashes), Hashes: del.Hashes, Status: "forgotten"}
-	if res.Hashes == nil {
-		res.Hashes = []string{}
-	}
-	if res.Count == 0 {
-		res.Status = "not_found"
-		return res, nil
-	}
-	if res.Receipt, err = db.journal.Receipt(ctx, eventID, leaf); err != nil {
-		return nil, err
-	}
-	if nonce != nil {
-		res.SubjectNonce = hex.EncodeToString(nonce)
-	}
-	return res, nil
-}
-
-// narrow turns sel, hashes narrowed by a subject and/or user, into the
-// listed hashes whose grain is about that subject and by that user. A
-// listed hash that names no grain, or an erased one, is left out as one
-// that does not match.
-func (db *DB) narrow(ctx context.Context, sel *Selector) error {
-	hashes := sel.Hashes
-	if sel.Hash != "" {
-		hashes = []string{sel.Hash}
-	}
-	kept := []string{}
-	for _, h := range hashes {
-		g, err := db.Get(ctx, sel.Memory, h)
-		if c := grains.ErrorCode(err); c == grains.CodeNotFound || c == grains.CodeErased {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if sel.Matches(g) {
-			kept = append(kept, h)
-		}
-	}
-	sel.Hash, sel.Hashes, sel.Subject, sel.UserID = "", kept, "", ""
-	return nil
-}
-
-// dryForget is a dry run's answer: what the rolled-back deletion del held,
-// and the refusal (protected, then held) the forget would meet.
-func dryForget(del *store.Deletion, err error, protected error) (*ForgetResult, error) {
-	var held *store.HeldBy
-	switch {
-	case err == nil, errors.Is(err, store.ErrDryRun), errors.As(err, &held):
-	default:
-		return nil, err
-	}
-	res := &ForgetResult{DryRun: true, Hashes: []string{}, Status: "would_forget"}
-	if del != nil && del.Hashes != nil {
-		res.Hashes = del.Hashes
-	}
-	res.Count = len(res.Hashes)
-	switch {
-	case res.Count == 0:
-		res.Status = "not_found"
-	case protected != nil:
-		res.Status, res.Reason = "protected", errorMessage(protected)
-	case held != nil:
-		res.Status, res.HeldBy = "held", held.HoldID
-	}
-	return res, nil
-}
-
-// errorMessage is the client-safe message of a domain error.
-func errorMessage(err error) string {
-	var e *grains.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return string(grains.ErrorCode(err))
+	return db.erasure.Forget(ctx, sel, true)
 }

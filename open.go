@@ -145,7 +145,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.recall = recall.New(recall.Config{Store: st, Keys: db.ring, Opener: opener{db}, Sweep: db.sweep, Now: db.now})
 	db.sealer.Index = db.recall.Index
 	db.requests = requests.New(requests.Config{Store: db.store, Journal: db.journal, KEK: kek, Now: db.now})
-	db.erasure = erasure.New(erasure.Config{Store: st, Keys: db.ring, Journal: db.journal, Requests: db.requests, KEK: kek,
+	db.erasure = erasure.New(erasure.Config{Store: st, Keys: db.ring, Journal: db.journal, Requests: db.requests,
+		Protection: db.sweep, Filter: db.recall, Opener: opener{db}, KEK: kek,
 		Erased: db.kickCleaner, LogKey: db.signer.VerifierKey(), Now: db.now, Logger: db.logger})
 	// The sweeper stops first: its tracker writes what is pending.
 	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)

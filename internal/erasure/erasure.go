@@ -1,15 +1,18 @@
-// Package erasure runs crypto-erasure: destroying the data key of a user,
-// a scope or a whole memory, so that every grain under it becomes
-// unreadable at once, with a key.erase event committed in the same
-// transaction. It also keeps the legal holds that refuse erasures, and
-// executes erasure requests (package requests keeps their lifecycle).
+// Package erasure destroys grains: Forget hard-deletes selected grains
+// with every version of their chains; crypto-erasure destroys the data key
+// of a user, a scope or a whole memory, so that every grain under it
+// becomes unreadable at once. Each commits its audit event (grain.forget,
+// key.erase) in its transaction. It also keeps the legal holds that refuse
+// both, and executes erasure requests (package requests keeps their
+// lifecycle).
 //
 // # Ports
 //
 // An [Eraser] states what it needs as small interfaces declared here:
-// [Store] (the key erasure, holds and previews), [Keys] (user references
-// and the key cache), [Journal] (audit events and receipts) and
-// [Requests] (the request workflow). It never imports package lethe.
+// [Store] (deletion, key erasure, holds and previews), [Keys] (user
+// references and the key cache), [Journal] (audit events and receipts),
+// [Requests] (the request workflow), and for Forget [Protection],
+// [Filter] and [Opener]. It never imports package lethe.
 package erasure
 
 import (
@@ -35,6 +38,9 @@ type Store interface {
 	SetHold(ctx context.Context, h store.HoldRow, evs []store.Event) error
 	ReleaseHold(ctx context.Context, memory, id string, now int64, evs []store.Event) error
 	Holds(ctx context.Context, memory string) ([]store.HoldRow, error)
+	GrainByHash(ctx context.Context, memory, hash string) (*store.GrainRow, error)
+	DeleteHashes(ctx context.Context, memory string, hashes []string, now int64, mk store.EventsFunc[*store.Deletion]) (*store.Deletion, error)
+	DeleteWhere(ctx context.Context, f store.Filter, now int64, mk store.EventsFunc[*store.Deletion]) (*store.Deletion, error)
 }
 
 var _ Store = (*store.DB)(nil)
@@ -87,12 +93,40 @@ type Requests interface {
 
 var _ Requests = (*requests.Workflow)(nil)
 
+// Protection is the forgetting policy's protection rules as Forget checks
+// them. *sweep.Sweeper implements it.
+type Protection interface {
+	// Protected returns the first of hashes a rule keeps, with the refusal
+	// (perr) a forget of it meets; err is a failure to check.
+	Protected(ctx context.Context, memory string, hashes []string) (hash string, perr, err error)
+	// CheckForget refuses (and audits the refusal of) a forget of hashes
+	// that a rule keeps, unless force; override says force overrode one.
+	CheckForget(ctx context.Context, memory string, hashes []string, force bool) (override bool, err error)
+}
+
+// Filter turns a query into a store filter with blind tokens; ok is false
+// when it can match nothing. *recall.Engine implements it.
+type Filter interface {
+	Filter(ctx context.Context, q *grains.Query, fresh bool) (f *store.Filter, ok bool, err error)
+}
+
+// Opener opens sealed rows; Observe must see rows before they are opened
+// (see recall.Opener).
+type Opener interface {
+	Observe(rows []store.GrainRow)
+	Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error)
+}
+
 // Config configures an Eraser.
 type Config struct {
 	Store    Store
 	Keys     Keys
 	Journal  Journal
 	Requests Requests
+	// Protection, Filter and Opener serve Forget.
+	Protection Protection
+	Filter     Filter
+	Opener     Opener
 	// KEK wraps the data keys: an erasure names its newest version and,
 	// in dedicated-key mode, deletes the erased keys' own KEKs.
 	KEK keys.Wrapper
