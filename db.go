@@ -10,6 +10,7 @@ import (
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/erasure"
+	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -97,7 +98,7 @@ type DB struct {
 	closed        atomic.Bool
 
 	kek         keys.Wrapper
-	rotating    atomic.Bool // a KEK rotation runs
+	rotator     *keys.Rotator
 	epochs      epochs
 	cleanKick   chan struct{}
 	stopCleaner func()
@@ -257,6 +258,20 @@ func (o opener) Observe(rows []store.GrainRow) { o.db.observe(rows) }
 
 func (o opener) Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error) {
 	return o.db.sealer.Open(ctx, r)
+}
+
+// tracker hands recall's retrieval statistics to the sweeper, which Open
+// starts after recall.
+type tracker struct{ db *DB }
+
+func (t tracker) Policy() *forgetting.Policy { return t.db.sweep.Policy() }
+
+func (t tracker) Recalled(q *grains.Query, gs []grains.Grain, ids []int64) {
+	t.db.sweep.Recalled(q, gs, ids)
+}
+
+func (t tracker) Searched(memory string, now time.Time, gs []grains.Grain, ids []int64) {
+	t.db.sweep.Searched(memory, now, gs, ids)
 }
 
 // sealer adapts the DB's sealer to sweep.Sealer: it notes the erase epoch

@@ -138,20 +138,24 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}()
 	db.stopCleaner = sync.OnceFunc(func() { cancel(); <-done })
 	db.closers = append([]func() error{func() error { db.stopCleaner(); return nil }}, db.closers...)
+	db.hooks = hooks.NewRegistry(hooks.RegistryConfig{Store: st, KEK: kek, Settings: cfg.Hooks, Now: db.now, Logger: db.logger})
+	db.rotator = keys.NewRotator(keys.RotatorConfig{KEK: kek, Store: st, Journal: db.journal, Rewrapped: db.hooks.Rewrap})
+	// Recall is ready before the sweeper starts: what a policy seals is
+	// indexed by it.
+	db.recall = recall.New(recall.Config{Store: st, Keys: db.ring, Opener: opener{db}, Sweep: tracker{db}, Now: db.now})
+	db.sealer.Index = db.recall.Index
 	if db.sweep, err = openSweeper(ctx, db, &cfg); err != nil {
+		db.hooks.Close()
 		db.Close()
 		return nil, err
 	}
-	db.recall = recall.New(recall.Config{Store: st, Keys: db.ring, Opener: opener{db}, Sweep: db.sweep, Now: db.now})
-	db.sealer.Index = db.recall.Index
-	db.requests = requests.New(requests.Config{Store: db.store, Journal: db.journal, KEK: kek, Now: db.now})
+	db.requests = requests.New(requests.Config{Store: st, Journal: db.journal, KEK: kek, Now: db.now})
 	db.erasure = erasure.New(erasure.Config{Store: st, Keys: db.ring, Journal: db.journal, Requests: db.requests,
 		Protection: db.sweep, Filter: db.recall, Opener: opener{db}, KEK: kek,
 		Erased: db.kickCleaner, LogKey: db.signer.VerifierKey(), Now: db.now, Logger: db.logger})
 	// The sweeper stops first: its tracker writes what is pending.
 	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)
 	// The hook engine stops before everything: its sends use the store.
-	db.hooks = hooks.NewRegistry(hooks.RegistryConfig{Store: db.store, KEK: kek, Settings: cfg.Hooks, Now: db.now, Logger: db.logger})
 	db.closers = append([]func() error{func() error { db.hooks.Close(); return nil }}, db.closers...)
 	return db, nil
 }

@@ -237,7 +237,7 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 	var kekVersion uint64
 	er, err := e.cfg.Store.EraseKey(ctx, spec, func(ctx context.Context, er *store.Erasure) ([]store.Event, error) {
 		var kek string
-		kekVersion, kek = KEKVersion(e.cfg.KEK, er.Destroyed)
+		kekVersion, kek = keys.KEKVersion(e.cfg.KEK, er.Destroyed)
 		ev, err := e.cfg.Journal.Event(ctx, proofs.EventKeyErase, spec.Memory, func(l *proofs.Leaf) {
 			if kekVersion > 0 {
 				v := kekVersion
@@ -346,27 +346,4 @@ func (e *Eraser) destroyDedicated(ctx context.Context, destroyed []keys.Record) 
 			e.cfg.Logger.Warn("could not delete the dedicated KEK of an erased key", "fingerprint", k.Fingerprint, "error", err)
 		}
 	}
-}
-
-// Versioner is a KEK whose wrapped keys say which KEK version made them.
-// KEKName names the KEK in audit events.
-type Versioner interface {
-	KEKVersion(wrapped []byte) (int, bool)
-	KEKName() string
-}
-
-// KEKVersion returns the newest version of kek among wrapped keys, and the
-// KEK's name; 0 and "" when the KEK does not tell.
-func KEKVersion(kek keys.Wrapper, recs []keys.Record) (uint64, string) {
-	vr, ok := kek.(Versioner)
-	if !ok {
-		return 0, ""
-	}
-	var top uint64
-	for _, r := range recs {
-		if v, ok := vr.KEKVersion(r.Wrapped); ok {
-			top = max(top, uint64(v))
-		}
-	}
-	return top, vr.KEKName()
 }
