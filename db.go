@@ -12,6 +12,7 @@ import (
 	"github.com/lethe-io/lethe/internal/erasure"
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/history"
 	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/recall"
@@ -109,6 +110,7 @@ type DB struct {
 	hooks    *hooks.Registry
 	requests *requests.Workflow
 	erasure  *erasure.Eraser
+	history  *history.Exporter
 }
 
 // ErrClosed is returned by calls on a closed DB.

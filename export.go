@@ -1,20 +1,16 @@
 package lethe
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
-	"filippo.io/age"
-	"filippo.io/age/armor"
-
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/history"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -68,7 +64,7 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 		return nil, err
 	}
 	userID = grains.NormalizeText(userID)
-	rcpt, err := parseRecipient(recipient)
+	rcpt, err := history.ParseRecipient(recipient)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +86,7 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 	if err != nil {
 		return nil, grains.Wrap(grains.CodeInternal, "encode export", err)
 	}
-	out, err := encryptArmored(rcpt, plain)
+	out, err := history.EncryptArmored(rcpt, plain)
 	if err != nil {
 		return nil, err
 	}
@@ -120,38 +116,4 @@ func (db *DB) ExportUser(ctx context.Context, memory, userID, recipient string) 
 // export was encrypted to: lowercase hex SHA-256 of "lethe/recipient/v1",
 // a zero byte and the recipient string ("age1..."). Whoever holds the
 // recipient can check it; the leaf does not reveal it.
-func RecipientFingerprint(recipient string) string {
-	sum := sha256.Sum256([]byte("lethe/recipient/v1\x00" + recipient))
-	return hex.EncodeToString(sum[:])
-}
-
-// parseRecipient parses an age X25519 recipient ("age1...").
-func parseRecipient(recipient string) (*age.X25519Recipient, error) {
-	rcpt, err := age.ParseX25519Recipient(strings.TrimSpace(recipient))
-	if err != nil {
-		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "recipient", Message: "not an age X25519 recipient",
-			Hint: "generate one with age-keygen and pass its public key (age1...)"}
-	}
-	return rcpt, nil
-}
-
-// encryptArmored returns plain encrypted with age to rcpt, ASCII-armored:
-// a file the stock age tool opens with the recipient's identity.
-func encryptArmored(rcpt age.Recipient, plain []byte) ([]byte, error) {
-	var out bytes.Buffer
-	aw := armor.NewWriter(&out)
-	w, err := age.Encrypt(aw, rcpt)
-	if err == nil {
-		_, err = w.Write(plain)
-	}
-	if err == nil {
-		err = w.Close()
-	}
-	if err == nil {
-		err = aw.Close()
-	}
-	if err != nil {
-		return nil, grains.Wrap(grains.CodeInternal, "encrypt export", err)
-	}
-	return out.Bytes(), nil
-}
+func RecipientFingerprint(recipient string) string { return history.RecipientFingerprint(recipient) }

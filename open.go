@@ -15,6 +15,7 @@ import (
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/erasure"
 	"github.com/lethe-io/lethe/internal/forgetting"
+	"github.com/lethe-io/lethe/internal/history"
 	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/recall"
@@ -153,6 +154,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.erasure = erasure.New(erasure.Config{Store: st, Keys: db.ring, Journal: db.journal, Requests: db.requests,
 		Protection: db.sweep, Filter: db.recall, Opener: opener{db}, KEK: kek,
 		Erased: db.kickCleaner, LogKey: db.signer.VerifierKey(), Now: db.now, Logger: db.logger})
+	db.history = history.NewExporter(history.ExporterConfig{Store: st, Opener: opener{db}, Recall: db.recall, Journal: db.journal,
+		Prover: db.seq, Signer: db.signer, Now: db.now,
+		Latest: func(ctx context.Context) (*audit.SignedCheckpoint, error) { return db.checkpointAt(ctx, 0) }})
 	// The sweeper stops first: its tracker writes what is pending.
 	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)
 	// The hook engine stops before everything: its sends use the store.

@@ -1,7 +1,11 @@
-// Package history assembles version-chain audit exports
+// Package history assembles and builds version-chain audit exports
 // ([proofs.HistoryExport]): from seed grain hashes, the whole chain of each,
 // read from the audit log's grain.supersede events and the grain rows that
-// remain, with the events that concern each chain.
+// remain, with the events that concern each chain. The [Exporter] proves
+// each event against one signed checkpoint, signs the document, encrypts
+// it with age to its reader and audits the disclosure; it states its ports
+// ([Store], [Opener], [Recaller], [Journal], [Prover]) and never imports
+// package lethe.
 //
 // # Chains
 //
