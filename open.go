@@ -204,7 +204,7 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 		db.closers = append(db.closers, conn.Close)
 		log = tl
 	} else {
-		el, err := audit.NewEmbeddedLog(db.store.Gorm())
+		el, err := audit.NewEmbeddedLog(db.store.Gorm(), db.now)
 		if err != nil {
 			return err
 		}

@@ -1,9 +1,20 @@
 package lethe
 
+import (
+	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/store"
+)
+
 // SetTextIndex turns the writing of text postings on or off, so that a
 // benchmark can measure their cost in one run. Grains written with it off
 // are never found by text.
-func (db *DB) SetTextIndex(on bool) { db.recall.DisableText(!on) }
+func (db *DB) SetTextIndex(on bool) {
+	if on {
+		db.sealer.Index = db.recall.Index
+		return
+	}
+	db.sealer.Index = func(row *store.GrainRow, _ *keys.Chain, g *Grain) { row.Dim = len(g.Embedding) }
+}
 
 // VectorBytes returns the memory the vector index of memory holds (0 when
 // it is not loaded).

@@ -41,7 +41,8 @@ import (
 // UPDATE on PostgreSQL; SQLite serializes writers) and revalidates what it has
 // cached.
 type EmbeddedLog struct {
-	db *gorm.DB
+	db  *gorm.DB
+	now func() time.Time // dates the stored roots
 
 	mu  sync.Mutex     // serializes Append in this process
 	rng *compact.Range // [0, size) after our last Append, nil if unknown
@@ -98,8 +99,12 @@ func (logRoot) TableName() string { return "audit_log_roots" }
 
 // NewEmbeddedLog creates the log's tables in db if they do not exist and
 // returns the log. db should be opened with TranslateError; on SQLite, WAL
-// mode and a busy timeout let readers run beside the appender.
-func NewEmbeddedLog(db *gorm.DB) (*EmbeddedLog, error) {
+// mode and a busy timeout let readers run beside the appender. now dates
+// the roots it stores (nil: time.Now).
+func NewEmbeddedLog(db *gorm.DB, now func() time.Time) (*EmbeddedLog, error) {
+	if now == nil {
+		now = time.Now
+	}
 	if err := db.AutoMigrate(&logLeaf{}, &logNode{}, &logState{}, &logRoot{}); err != nil {
 		return nil, fmt.Errorf("audit: create embedded log tables: %w", err)
 	}
@@ -107,7 +112,7 @@ func NewEmbeddedLog(db *gorm.DB) (*EmbeddedLog, error) {
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&st).Error; err != nil {
 		return nil, fmt.Errorf("audit: create embedded log state: %w", err)
 	}
-	return &EmbeddedLog{db: db, notify: make(chan struct{})}, nil
+	return &EmbeddedLog{db: db, now: now, notify: make(chan struct{})}, nil
 }
 
 // Append implements [Log.Append]. Leaves are integrated when it returns.
@@ -181,7 +186,7 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 		if res.RowsAffected != 1 {
 			return fmt.Errorf("update state: size changed under the lock")
 		}
-		if err := tx.Create(&logRoot{Size: end, Root: root, CreatedAt: time.Now().UTC()}).Error; err != nil {
+		if err := tx.Create(&logRoot{Size: end, Root: root, CreatedAt: l.now().UTC()}).Error; err != nil {
 			return fmt.Errorf("insert root: %w", err)
 		}
 		appended = rng

@@ -52,7 +52,7 @@ func openGorm(tb testing.TB, d gorm.Dialector) *gorm.DB {
 
 func newEmbedded(tb testing.TB, db *gorm.DB) *EmbeddedLog {
 	tb.Helper()
-	l, err := NewEmbeddedLog(db)
+	l, err := NewEmbeddedLog(db, nil)
 	if err != nil {
 		tb.Fatalf("NewEmbeddedLog() = %v", err)
 	}

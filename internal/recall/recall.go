@@ -25,7 +25,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/forgetting"
@@ -99,8 +98,6 @@ type Engine struct {
 	stats map[string]textStats
 	dims  map[string]int
 	vecs  map[string]*vectorIndex
-
-	noText atomic.Bool // benchmarks only: write no postings (see DisableText)
 }
 
 // New returns an Engine.

@@ -420,10 +420,6 @@ type vectorIndex struct {
 // The postings are blind: a term's token is its HMAC under the scope's
 // index key. It is the sealer's Index hook.
 func (e *Engine) Index(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
-	row.Dim = len(g.Embedding)
-	if e.noText.Load() {
-		return
-	}
 	d := search.Terms(g.Subject, g.Object, g.Content)
 	row.DocLen, row.Dim = d.Len, len(g.Embedding)
 	row.Terms = make([]store.TermRow, 0, len(d.Terms))
@@ -431,11 +427,6 @@ func (e *Engine) Index(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
 		row.Terms = append(row.Terms, store.TermRow{Token: c.Index.Token(index.Term, []byte(t)), TF: n, DL: d.Len})
 	}
 }
-
-// DisableText turns the writing of text postings off (on again with
-// false), so that a benchmark can measure their cost in one run. Grains
-// written with it off are never found by text.
-func (e *Engine) DisableText(off bool) { e.noText.Store(off) }
 
 // VectorBytes returns the memory the vector index of memory holds (0 when
 // it is not loaded).
