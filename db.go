@@ -20,6 +20,7 @@ import (
 	"github.com/lethe-io/lethe/internal/sealing"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
+	"github.com/lethe-io/lethe/internal/writes"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -111,6 +112,7 @@ type DB struct {
 	requests *requests.Workflow
 	erasure  *erasure.Eraser
 	history  *history.Exporter
+	writes   *writes.Writer
 }
 
 // ErrClosed is returned by calls on a closed DB.

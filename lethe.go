@@ -19,12 +19,9 @@ package lethe
 
 import (
 	"context"
-	"time"
 
 	"github.com/lethe-io/lethe/internal/erasure"
-	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/store"
-	"github.com/lethe-io/lethe/proofs"
 )
 
 // Add writes one grain and returns its hash. Writing the same grain again
@@ -42,103 +39,7 @@ func (db *DB) Add(ctx context.Context, g Grain) (string, error) {
 // hashes in order. If any grain is invalid, nothing is written and the error
 // names its position.
 func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
-	if len(gs) == 0 {
-		return nil, grains.FieldError(grains.CodeInvalidArgument, "grains", "an empty batch")
-	}
-	if len(gs) > grains.MaxBatch {
-		return nil, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch")
-	}
-	tags := 0
-	for i := range gs {
-		tags += len(gs[i].Tags)
-	}
-	if tags > grains.MaxBatchTags {
-		return nil, &grains.Error{Code: grains.CodeTooLarge, Field: "grains", Message: "at most 65536 tags in one batch",
-			Hint: "split the batch into smaller ones"}
-	}
-	now := db.now().UTC()
-	batch := make([]Grain, len(gs)) // copies: the caller's grains are not modified
-	for i := range gs {
-		g := &batch[i]
-		*g = gs[i]
-		if err := db.prepare(g, now); err != nil {
-			return nil, grains.AtIndex(err, i, len(gs))
-		}
-		if g.Memory != batch[0].Memory {
-			return nil, grains.AtIndex(grains.FieldError(grains.CodeInvalidArgument, "memory", "a batch writes to one memory"), i, len(gs))
-		}
-		if g.Supersedes != "" {
-			return nil, grains.AtIndex(grains.FieldError(grains.CodeInvalidArgument, "supersedes", "use Supersede to write a new version"), i, len(gs))
-		}
-	}
-	if err := db.recall.CheckDimensions(ctx, batch); err != nil {
-		return nil, err
-	}
-	var hs []string
-	err := db.retryErased(func() (err error) {
-		hs, err = db.insertBatch(ctx, batch)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	db.sweep.Wrote(batch[0].Memory)
-	return hs, nil
-}
-
-// erasedAttempts bounds the attempts of a write whose keys another instance
-// erases meanwhile. Each retry follows an erasure that committed, so the
-// worst race needs three: the first attempt seals under a key this process
-// had cached and another instance had erased; the second creates the
-// user's new key, which a concurrent erase of that user destroys before the
-// grain commits; the third comes after that erase.
-const erasedAttempts = 4
-
-// retryErased runs op until it succeeds, fails for another reason than an
-// erased key, or has run erasedAttempts times. Before each retry it drops
-// the cached keys, so that an erased user or scope gets a new key.
-func (db *DB) retryErased(op func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := op()
-		if grains.ErrorCode(err) != grains.CodeErased || attempt == erasedAttempts {
-			return err
-		}
-		db.ring.Purge()
-	}
-}
-
-// insertBatch resolves the batch's key chains, seals it and inserts it: one
-// attempt of AddBatch. An error with code erased means a cached key was
-// erased by another instance (the store refuses a grain, or a new user key,
-// under a destroyed key).
-func (db *DB) insertBatch(ctx context.Context, batch []Grain) ([]string, error) {
-	if err := db.sealer.Warm(ctx, batch); err != nil {
-		return nil, err
-	}
-	s, err := db.sealer.Start(ctx, batch)
-	if err != nil {
-		return nil, err
-	}
-	hs, err := db.store.InsertGrains(ctx, batch[0].Memory, s.Rows, s.Ready)
-	if serr := s.Wait(); err == nil && serr != nil {
-		hs, err = nil, serr
-	}
-	return hs, err
-}
-
-// prepare normalizes and validates g for writing at now.
-func (db *DB) prepare(g *Grain, now time.Time) error {
-	g.Normalize()
-	if g.CreatedAt.IsZero() {
-		g.CreatedAt = now
-	} else if g.CreatedAt.After(now.Add(5 * time.Minute)) {
-		return grains.FieldError(grains.CodeInvalidArgument, "created_at", "must not be in the future")
-	}
-	g.CreatedAt = g.CreatedAt.UTC().Truncate(time.Microsecond)
-	g.Hash, g.SupersededBy, g.Archived = "", "", false
-	g.LastRetrievedAt, g.RetrievalCount = nil, 0
-	db.sweep.AutoPin(g)
-	return g.Validate()
+	return db.writes.AddBatch(ctx, gs)
 }
 
 // Get returns the grain with hash in memory ("" means "default"),
@@ -185,68 +86,7 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) { return db.re
 // tags, metadata, embedding, importance, confidence, salience, pinned) is
 // an invalid_argument error.
 func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...string) (string, error) {
-	if g.Memory == "" {
-		g.Memory = grains.DefaultMemory
-	}
-	old, err := db.Get(ctx, g.Memory, oldHash)
-	if err != nil {
-		return "", err
-	}
-	if old.SupersededBy != "" {
-		// A newer version that was erased leaves old the newest surviving
-		// version: it may be superseded again (store.Supersede checks this
-		// again in its transaction).
-		erased, err := db.store.SuccessorErased(ctx, g.Memory, oldHash)
-		if err != nil {
-			return "", err
-		}
-		if !erased {
-			return "", &grains.Error{Code: grains.CodeAlreadySuperseded, Message: "grain " + oldHash + " already has a newer version",
-				Hint: "supersede the newest version; see its history"}
-		}
-	}
-	if err := grains.Carry(&g, old, set); err != nil {
-		return "", err
-	}
-	zeros := grains.ExplicitZeros(&g, set)
-	if err := db.prepare(&g, db.now().UTC()); err != nil {
-		return "", err
-	}
-	zeros.Restore(&g)
-	if grains.Unchanged(&g, old, set) {
-		return "", grains.Errorf(grains.CodeInvalidArgument, "the new version changes nothing")
-	}
-	if err := db.recall.CheckDimensions(ctx, []Grain{g}); err != nil {
-		return "", err
-	}
-	g.Supersedes = oldHash
-	// As in AddBatch: a key this process had cached may have been erased by
-	// another instance. The old version's own erasure shows as not found
-	// (store.Supersede reads it in its transaction), so it is not retried.
-	var hash string
-	err = db.retryErased(func() (err error) {
-		hash, err = db.supersedeOnce(ctx, oldHash, &g)
-		return err
-	})
-	return hash, err
-}
-
-// supersedeOnce seals g and commits it as the new version of oldHash with
-// its audit event: one attempt of Supersede.
-func (db *DB) supersedeOnce(ctx context.Context, oldHash string, g *Grain) (string, error) {
-	row, err := db.sealer.Seal(ctx, g)
-	if err != nil {
-		return "", err
-	}
-	ev, err := db.journal.Event(ctx, proofs.EventGrainSupersede, g.Memory, func(l *proofs.Leaf) { l.Hashes = []string{oldHash, row.Hash} })
-	if err != nil {
-		return "", err
-	}
-	if err := db.store.Supersede(ctx, g.Memory, oldHash, row, []store.Event{ev}); err != nil {
-		return "", err
-	}
-	db.journal.Committed()
-	return row.Hash, nil
+	return db.writes.Supersede(ctx, oldHash, g, set...)
 }
 
 // History returns the version chain of hash, newest first. A version that

@@ -24,6 +24,7 @@ import (
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/internal/sweep"
 	"github.com/lethe-io/lethe/internal/witness"
+	"github.com/lethe-io/lethe/internal/writes"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -150,6 +151,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	db.writes = writes.New(writes.Config{Store: st, Sealer: db.sealer, Journal: db.journal, Policy: db.sweep, Dimensions: db.recall,
+		Keys: db.ring, Get: db.Get, Now: db.now})
 	db.requests = requests.New(requests.Config{Store: st, Journal: db.journal, KEK: kek, Now: db.now})
 	db.erasure = erasure.New(erasure.Config{Store: st, Keys: db.ring, Journal: db.journal, Requests: db.requests,
 		Protection: db.sweep, Filter: db.recall, Opener: opener{db}, KEK: kek,
