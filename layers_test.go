@@ -1,9 +1,11 @@
 package lethe_test
 
 import (
+	"bytes"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -112,6 +114,33 @@ func TestFilesFormLayers(t *testing.T) {
 	}
 	if len(uses["db.go"]) != 0 {
 		t.Errorf("db.go, the floor, uses %v", uses["db.go"])
+	}
+}
+
+// maxFacadeLines bounds the root package's code: it is a facade of thin
+// methods over the internal packages, which hold the logic.
+const maxFacadeLines = 2000
+
+// TestRootIsAFacade checks that the root package's non-test files stay
+// within maxFacadeLines lines.
+func TestRootIsAFacade(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += bytes.Count(b, []byte("\n"))
+	}
+	if total > maxFacadeLines {
+		t.Errorf("the root package has %d lines of code, more than %d: move the logic into an internal package", total, maxFacadeLines)
 	}
 }
 
