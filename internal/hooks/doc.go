@@ -15,6 +15,15 @@
 // lease leaves it to expire and another sends it again (at least once: the
 // webhook-id lets a receiver drop the repeat).
 //
+// # Registry
+//
+// A [Registry] manages a DB's hooks: it creates them (checking the URL
+// against the address guard and wrapping the signing secret with the KEK),
+// lists, removes and rotates them, shows and redrives the undelivered
+// deliveries, rewraps the secrets during a KEK rotation, and runs the
+// delivery engine when [Settings].Deliver is set. It reads the store
+// through its [HookStore] port.
+//
 // # Retries
 //
 // A failed attempt (no answer, a non-2xx status, a refused address) is

@@ -55,7 +55,7 @@ type Failure struct {
 }
 
 // Store is what an Engine needs of the database. internal/store has it
-// (through the root package's adapter).
+// (through the Registry's adapter, claims).
 type Store interface {
 	// Claim leases to owner, until now+lease, up to max pending deliveries
 	// due at now whose event the audit sequencer has numbered, and returns
