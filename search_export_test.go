@@ -18,4 +18,9 @@ func (db *DB) SetTextIndex(on bool) {
 
 // VectorBytes returns the memory the vector index of memory holds (0 when
 // it is not loaded).
-func (db *DB) VectorBytes(memory string) int { return db.recall.VectorBytes(memory) }
+func (db *DB) VectorBytes(memory string) int {
+	if s := db.recall.Vectors(memory); s != nil {
+		return s.Bytes()
+	}
+	return 0
+}

@@ -428,14 +428,13 @@ func (e *Engine) Index(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
 	}
 }
 
-// VectorBytes returns the memory the vector index of memory holds (0 when
-// it is not loaded).
-func (e *Engine) VectorBytes(memory string) int {
+// Vectors returns memory's in-memory vector index, nil when it is not
+// loaded (for measurements: its size, its graph).
+func (e *Engine) Vectors(memory string) *search.Set {
 	e.mu.Lock()
-	v := e.vecs[memory]
-	e.mu.Unlock()
-	if v == nil {
-		return 0
+	defer e.mu.Unlock()
+	if v := e.vecs[memory]; v != nil {
+		return v.set
 	}
-	return v.set.Bytes()
+	return nil
 }
