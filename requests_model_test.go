@@ -115,7 +115,7 @@ func (m *reqMachine) File(t *rapid.T) {
 		t.Fatalf("file: %v", err)
 	}
 	if f.Status != "pending" || f.RequestedBy != tok {
-		t.Fatalf("filed %+v", f.Request)
+		t.Fatalf("filed %+v", f.ErasureRequest)
 	}
 	r.id = f.ID
 	m.reqs[r.id] = r

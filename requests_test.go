@@ -130,7 +130,7 @@ func testRequestLifecycle(t *testing.T, db *lethe.DB, clk *clock) {
 		t.Fatal(err)
 	}
 	if f.Status != "pending" || f.Preview.Count != sum(want[user]) || !mapsEqual(f.Preview.Scopes, want[user]) || len(f.Preview.Holds) != 0 {
-		t.Fatalf("filed %+v preview %+v, want pending with %v", f.Request, f.Preview, want[user])
+		t.Fatalf("filed %+v preview %+v, want pending with %v", f.ErasureRequest, f.Preview, want[user])
 	}
 	if !f.Due.Equal(clk.now().Add(30 * 24 * time.Hour)) {
 		t.Errorf("due %v, want 30 days from %v", f.Due, clk.now())

@@ -17,10 +17,14 @@ import (
 // its preview, and the nonce of its subject commitment (hex), for the
 // caller alone: lethe keeps it sealed until execution, then destroys it.
 type Filed struct {
-	*requests.Request
+	*ErasureRequest
 	Preview      *requests.Preview `json:"preview"`
 	SubjectNonce string            `json:"subject_nonce"`
 }
+
+// ErasureRequest names requests.Request so that Filed's embedded field is
+// ErasureRequest, as package lethe calls the type.
+type ErasureRequest = requests.Request
 
 // FileRequest files a pending erasure request of spec.Memory (validated),
 // with a preview of what it would erase, computed without changing
@@ -37,7 +41,7 @@ func (e *Eraser) FileRequest(ctx context.Context, spec requests.Spec) (*Filed, e
 	if err != nil {
 		return nil, err
 	}
-	return &Filed{Request: r, Preview: pv, SubjectNonce: hex.EncodeToString(nonce)}, nil
+	return &Filed{ErasureRequest: r, Preview: pv, SubjectNonce: hex.EncodeToString(nonce)}, nil
 }
 
 // preview says what erasing spec's subject would do now.
