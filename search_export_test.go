@@ -16,3 +16,17 @@ func (db *DB) VectorBytes(memory string) int {
 	}
 	return v.set.Bytes()
 }
+
+// VectorGraph sets the size from which memory's vector index uses a graph
+// (see search.Set.SetGraphMin) and waits for the graph, if one is built;
+// it reports whether the index has one.
+func (db *DB) VectorGraph(memory string, graphMin int) bool {
+	db.search.mu.Lock()
+	v := db.search.vecs[memory]
+	db.search.mu.Unlock()
+	if v == nil {
+		return false
+	}
+	v.set.SetGraphMin(graphMin)
+	return v.set.WaitGraph()
+}
