@@ -121,9 +121,9 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 		}
 	}
 	terms := search.QueryTerms(q.Text)
-	text := map[int64]float64{}
+	var text textIndex
 	if len(terms) > 0 {
-		if err := db.textCandidates(ctx, q, f, terms, fresh, text); err != nil {
+		if text, err = db.textCandidates(ctx, q, f, terms, fresh); err != nil {
 			return nil, err
 		}
 	}
@@ -135,14 +135,24 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 	}
 	now := db.now().UTC()
 	window := max(2*q.Limit, 20)
-	// With an embedding, the nearest k vectors are candidates; if the
-	// filters leave fewer than a page of them, k grows.
+	// With an embedding, the nearest k vectors are candidates; with text,
+	// the 4k best by BM25 (every grain holding a term with an embedding
+	// too, for the hybrid rank); if the filters leave too few of them, k
+	// grows.
 	var found []Grain
 	var ids []int64
 	for k := window; ; k *= 4 {
-		cands := make(map[int64]*candidate, len(text)+k)
-		for id, s := range text {
-			cands[id] = &candidate{id: id, text: s}
+		kText := 4 * k
+		if vecs != nil {
+			kText = 1 << 30
+		}
+		top, more, err := text.top(kText)
+		if err != nil {
+			return nil, err
+		}
+		cands := make(map[int64]*candidate, len(top)+k)
+		for _, s := range top {
+			cands[s.ID] = &candidate{id: s.ID, text: s.Score}
 		}
 		if vecs != nil {
 			for _, h := range vecs.set.Nearest(q.Embedding, k) {
@@ -156,6 +166,9 @@ func (db *DB) searchOnce(ctx context.Context, q *Query, fresh bool) (*Page, erro
 		}
 		if found, ids, err = db.collect(ctx, q, f, terms, vecs, cands, window, now); err != nil {
 			return nil, err
+		}
+		if more && len(found) < window {
+			continue
 		}
 		if vecs == nil || len(found) >= q.Limit || k >= vecs.set.Len() {
 			break
@@ -271,17 +284,31 @@ func textMatches(g *Grain, terms []string) bool {
 	return false
 }
 
-// textCandidates adds the grains holding any of terms to cands, with their
-// BM25 scores.
-func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, terms []string, fresh bool, cands map[int64]float64) error {
+// textIndex is a text query's postings, read once and ranked by top.
+type textIndex struct {
+	terms [][]search.Block
+	st    textStats
+}
+
+// top returns the k best grains by BM25 and whether others hold a term.
+func (t textIndex) top(k int) ([]search.Scored, bool, error) {
+	if t.terms == nil {
+		return nil, false, nil
+	}
+	return search.Top(t.terms, t.st.docs, t.st.avgdl, k)
+}
+
+// textCandidates reads the postings of the grains holding any of terms.
+func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, terms []string, fresh bool) (textIndex, error) {
+	out := textIndex{terms: make([][]search.Block, len(terms))}
 	idx, gen, err := db.ring.IndexKeys(ctx, q.Memory, q.Scope, fresh)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if !f.CheckScopeGen && !fresh {
 		f.ScopeGen, f.CheckScopeGen = gen, true
 	} else if f.CheckScopeGen && f.ScopeGen != gen {
-		return store.ErrStaleScopes
+		return out, store.ErrStaleScopes
 	}
 	termOf := make(map[string]int, len(terms)*len(idx))
 	toks := make([][]byte, 0, len(terms)*len(idx))
@@ -293,11 +320,11 @@ func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, ter
 		}
 	}
 	if len(toks) == 0 {
-		return nil
+		return out, nil
 	}
-	posts, err := db.store.Postings(ctx, toks)
+	blocks, err := db.store.PostingBlocks(ctx, toks)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if f.CheckScopeGen {
 		// The tokens came from cached keys: a scope created since has
@@ -306,25 +333,19 @@ func (db *DB) textCandidates(ctx context.Context, q *Query, f *store.Filter, ter
 		// no scope was missing when they were.
 		now, err := db.store.ScopeGeneration(ctx, q.Memory)
 		if err != nil {
-			return err
+			return out, err
 		}
 		if now != f.ScopeGen {
-			return store.ErrStaleScopes
+			return out, store.ErrStaleScopes
 		}
 		f.CheckScopeGen = false
 	}
-	df := make([]int, len(terms))
-	for _, p := range posts {
-		df[termOf[string(p.Token)]]++
+	for _, b := range blocks {
+		i := termOf[string(b.Token)]
+		out.terms[i] = append(out.terms[i], b)
 	}
-	st, err := db.textStats(ctx, q.Memory)
-	if err != nil {
-		return err
-	}
-	for _, p := range posts {
-		cands[p.GrainID] += search.BM25(p.TF, p.DL, df[termOf[string(p.Token)]], st.docs, st.avgdl)
-	}
-	return nil
+	out.st, err = db.textStats(ctx, q.Memory)
+	return out, err
 }
 
 // textStats returns memory's text statistics, read at most statsTTL ago.

@@ -25,7 +25,7 @@ type graph struct {
 	efc    int       // candidates considered while inserting
 	ml     float64   // level multiplier, 1/ln(m)
 	rng    *rand.Rand
-	n      int      // slots inserted: 0 to n-1
+	n      int       // slots inserted: 0 to n-1
 	l0     []uint32  // level 0: per slot, a count then m0 neighbours
 	d0     []float32 // their distances, at the same places
 	upper  [][][]uint32

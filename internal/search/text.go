@@ -99,13 +99,27 @@ func BM25(tf, dl, df int, n int64, avgdl float64) float64 {
 	if tf <= 0 {
 		return 0
 	}
+	return IDF(df, n) * tfPart(tf, dl, avgdl)
+}
+
+// IDF is BM25's inverse document frequency of a term in df of n
+// documents, never negative.
+func IDF(df int, n int64) float64 {
 	if n < int64(df) {
 		n = int64(df) // statistics read at another moment than the postings
+	}
+	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+}
+
+// tfPart is BM25's saturating term-count factor: it grows with tf and
+// falls with dl, so a run's largest tf and least dl bound its scores.
+func tfPart(tf, dl int, avgdl float64) float64 {
+	if tf <= 0 {
+		return 0
 	}
 	if avgdl <= 0 {
 		avgdl = float64(max(dl, 1))
 	}
-	idf := math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
 	f := float64(tf)
-	return idf * f * (K1 + 1) / (f + K1*(1-B+B*float64(dl)/avgdl))
+	return f * (K1 + 1) / (f + K1*(1-B+B*float64(dl)/avgdl))
 }
