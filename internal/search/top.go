@@ -28,6 +28,11 @@ type Scored struct {
 // are skipped. The scores returned are exact, and so is the set but for
 // grains of a score equal to the k-th's.
 func Top(terms [][]Block, n int64, avgdl float64, k int) ([]Scored, bool, error) {
+	return top(terms, n, avgdl, k, new(int))
+}
+
+// top is Top, counting the runs it reads in *read.
+func top(terms [][]Block, n int64, avgdl float64, k int, read *int) ([]Scored, bool, error) {
 	type termRuns struct {
 		idf, bound float64
 		runs       []Run
@@ -109,6 +114,7 @@ func Top(terms [][]Block, n int64, avgdl float64, k int) ([]Scored, bool, error)
 					continue
 				}
 			}
+			*read++
 			var err error
 			if ps, err = r.Postings(ps[:0]); err != nil {
 				return nil, false, err

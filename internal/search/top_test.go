@@ -134,3 +134,68 @@ func TestBlockRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// TestTopSkips checks that Top reads few of a common word's runs: 20,000
+// grains in batches of 1,000, a word in every other grain (tf 1, one grain
+// in 500 with tf 3) and a rare word in one grain in 200. Alone, the common
+// word's top 10 is in the 20 runs holding a tf 3; with the rare word, the
+// common word adds only to the grains the rare word found.
+func TestTopSkips(t *testing.T) {
+	var common, rare []Posting
+	for id := int64(1); id <= 20000; id++ {
+		if id%2 == 0 {
+			tf := 1
+			if id%1000 == 0 {
+				tf = 3
+			}
+			common = append(common, Posting{id, tf, 12})
+		}
+		if id%200 == 7 {
+			rare = append(rare, Posting{id, 1, 12})
+		}
+	}
+	blocks := func(ps []Posting) []Block {
+		var out []Block
+		for start := int64(1); start <= 20000; start += 1000 {
+			var part []Posting
+			for _, p := range ps {
+				if p.ID >= start && p.ID < start+1000 {
+					part = append(part, p)
+				}
+			}
+			if len(part) > 0 {
+				b, err := DecodeBlock(nil, EncodeBlock(part))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, b)
+			}
+		}
+		return out
+	}
+	cb, rb := blocks(common), blocks(rare)
+	runs := 0
+	for _, b := range cb {
+		runs += len(b.Runs)
+	}
+	for _, tt := range []struct {
+		name  string
+		terms [][]Block
+		most  int
+	}{
+		{"common word alone", [][]Block{cb}, 20},
+		// At most the 100 runs whose id range holds a grain of the rare
+		// word, and the 20 holding a tf 3.
+		{"common and rare", [][]Block{cb, rb}, 120},
+	} {
+		read := 0
+		got, more, err := top(tt.terms, 20000, 12, 10, &read)
+		if err != nil || len(got) != 10 || !more {
+			t.Fatalf("%s: top = %v, %v, %v", tt.name, got, more, err)
+		}
+		t.Logf("%s: read %d of %d runs of the common word", tt.name, read, runs)
+		if read > tt.most {
+			t.Errorf("%s: read %d runs, want at most %d", tt.name, read, tt.most)
+		}
+	}
+}

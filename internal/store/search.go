@@ -65,7 +65,6 @@ func migrateSearch(g *gorm.DB, dialect string) error {
 		postings,
 		`CREATE TABLE IF NOT EXISTS grain_docs (grain_id ` + id + ` PRIMARY KEY REFERENCES grains (id) ON DELETE CASCADE,
 			memory VARCHAR(64) NOT NULL, len INTEGER NOT NULL, dim INTEGER NOT NULL)`,
-		`CREATE INDEX IF NOT EXISTS idx_grain_docs_mem ON grain_docs (memory, grain_id)`,
 		`CREATE TABLE IF NOT EXISTS vector_dims (memory VARCHAR(64) PRIMARY KEY, dim INTEGER NOT NULL)`,
 	} {
 		if err := g.Exec(stmt).Error; err != nil {
@@ -78,6 +77,16 @@ func migrateSearch(g *gorm.DB, dialect string) error {
 			if err := g.Exec("ALTER TABLE grain_docs ADD COLUMN " + col + " " + typ).Error; err != nil {
 				return err
 			}
+		}
+	}
+	// The statistics and the vector ids are read from this index alone,
+	// not from the rows, which carry the token lists.
+	for _, stmt := range []string{
+		`CREATE INDEX IF NOT EXISTS idx_grain_docs_cover ON grain_docs (memory, grain_id, len, dim)`,
+		`DROP INDEX IF EXISTS idx_grain_docs_mem`,
+	} {
+		if err := g.Exec(stmt).Error; err != nil {
+			return err
 		}
 	}
 	if m.HasTable("grain_terms") {
