@@ -272,16 +272,7 @@ func relevance(text, bestText, vector float64, hasText, hasVector bool) float64 
 // textMatches re-checks a decrypted grain against the query's terms (none:
 // no text query), so that a token collision never returns a wrong grain.
 func textMatches(g *Grain, terms []string) bool {
-	if len(terms) == 0 {
-		return true
-	}
-	d := search.Terms(g.Subject, g.Object, g.Content)
-	for _, t := range terms {
-		if d.Terms[t] > 0 {
-			return true
-		}
-	}
-	return false
+	return len(terms) == 0 || search.Matches(terms, g.Subject, g.Object, g.Content)
 }
 
 // textIndex is a text query's postings, read once and ranked by top.

@@ -23,6 +23,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -70,6 +71,37 @@ func QueryTerms(text string) []string {
 		}
 	}
 	return out
+}
+
+// Matches reports whether texts hold any of terms (as QueryTerms returns
+// them), as Terms would find them. It stems only the words that can stem
+// to a term: the English stemmer keeps a word's first letter and never
+// lengthens it (TestStemKeepsFirstByte checks both), so a word whose first
+// byte or length rules out every term is not stemmed.
+func Matches(terms []string, texts ...string) bool {
+	if len(terms) == 0 {
+		return false
+	}
+	var first [256]bool
+	minLen := MaxWordBytes + 1
+	for _, t := range terms {
+		if t != "" {
+			first[t[0]] = true
+			minLen = min(minLen, len(t))
+		}
+	}
+	for _, text := range texts {
+		text = strings.ToLower(grains.NormalizeText(text))
+		for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+			if len(w) > MaxWordBytes || len(w) < minLen || !first[w[0]] || english.IsStopWord(w) {
+				continue
+			}
+			if slices.Contains(terms, english.Stem(w, false)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // words returns the stemmed words of text, stop words left out.
