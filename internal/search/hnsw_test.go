@@ -333,3 +333,49 @@ func median(ds []time.Duration) float64 {
 	slices.Sort(ds)
 	return float64(ds[len(ds)/2]) / float64(time.Millisecond)
 }
+
+// TestBackgroundBuild adds and removes vectors while the graph is built in
+// the background (more than catchUp of them, so the build takes further
+// turns without the lock): once it ends, the graph holds every slot, every
+// removed vector is zeroed, and no query returns one.
+func TestBackgroundBuild(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	s := newSet(1000, false) // the build of 1,000 takes longer than adding 2,000 more
+	live := map[int64]bool{}
+	for i := int64(1); i <= 3000; i++ {
+		s.Add(i, randomVec(r, 16))
+		live[i] = true
+		if i%7 == 0 {
+			s.Remove(i - 3)
+			delete(live, i-3)
+		}
+		if i%500 == 0 {
+			for _, h := range s.Nearest(randomVec(r, 16), 10) {
+				if !live[h.ID] {
+					t.Fatalf("removed %d returned while building", h.ID)
+				}
+			}
+		}
+	}
+	if !s.WaitGraph() {
+		t.Fatal("no graph after the build")
+	}
+	s.mu.RLock()
+	t.Logf("the last turn of the build started at %d slots", s.buildN)
+	if s.g.n != len(s.ids) {
+		t.Errorf("the graph holds %d slots of %d", s.g.n, len(s.ids))
+	}
+	for i, dead := range s.dead {
+		if dead && slices.ContainsFunc(s.vec(uint32(i)), func(x float32) bool { return x != 0 }) {
+			t.Errorf("dead slot %d not zeroed", i)
+		}
+	}
+	s.mu.RUnlock()
+	for range 100 {
+		for _, h := range s.Nearest(randomVec(r, 16), 10) {
+			if !live[h.ID] {
+				t.Fatalf("removed %d returned", h.ID)
+			}
+		}
+	}
+}

@@ -177,10 +177,21 @@ func (s *Set) build() {
 	s.building, s.buildGen, s.buildN = true, gen, uint32(n)
 	g.vecs = s.vecs[:n*s.dim]
 	go func() {
-		for range n {
-			g.insert()
+		// Insert without the lock; the vectors added meanwhile too, a
+		// slab snapshot at a time, until few enough are left to insert
+		// under the lock without holding queries up.
+		for {
+			for g.n < n {
+				g.insert()
+			}
+			s.mu.Lock()
+			if gen != s.gen || len(s.ids)-n <= catchUp {
+				break
+			}
+			n = len(s.ids)
+			g.vecs, s.buildN = s.vecs[:n*s.dim], uint32(n)
+			s.mu.Unlock()
 		}
-		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.building = false
 		for _, i := range s.unzeroed {
@@ -202,6 +213,10 @@ func (s *Set) build() {
 		s.build()
 	}()
 }
+
+// catchUp is the most vectors a finished build inserts under the lock
+// (those added while it ran); with more, it takes another turn without.
+const catchUp = 256
 
 // WaitGraph waits until no graph is being built, and reports whether the
 // set has one.
