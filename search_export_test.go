@@ -24,3 +24,15 @@ func (db *DB) VectorBytes(memory string) int {
 	}
 	return 0
 }
+
+// VectorGraph sets the size from which memory's vector index uses a graph
+// (see search.Set.SetGraphMin) and waits for the graph, if one is built;
+// it reports whether the index has one.
+func (db *DB) VectorGraph(memory string, graphMin int) bool {
+	s := db.recall.Vectors(memory)
+	if s == nil {
+		return false
+	}
+	s.SetGraphMin(graphMin)
+	return s.WaitGraph()
+}

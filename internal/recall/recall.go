@@ -31,6 +31,7 @@ import (
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/index"
 	"github.com/lethe-io/lethe/internal/keys"
+	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/store"
 )
 
@@ -38,7 +39,7 @@ import (
 type Store interface {
 	FindGrains(ctx context.Context, f store.Filter) ([]store.GrainRow, error)
 	GrainsByIDs(ctx context.Context, f store.Filter, ids []int64) ([]store.GrainRow, error)
-	Postings(ctx context.Context, toks [][]byte) ([]store.TermRow, error)
+	PostingBlocks(ctx context.Context, toks [][]byte) ([]search.Block, error)
 	ScopeGeneration(ctx context.Context, memory string) (int64, error)
 	TextStats(ctx context.Context, memory string) (docs, total int64, err error)
 	VectorIDs(ctx context.Context, memory string, after int64) ([]int64, error)

@@ -114,9 +114,9 @@ func (e *Engine) searchOnce(ctx context.Context, q *grains.Query, fresh bool) (*
 		}
 	}
 	terms := search.QueryTerms(q.Text)
-	text := map[int64]float64{}
+	var text textIndex
 	if len(terms) > 0 {
-		if err := e.textCandidates(ctx, q, f, terms, fresh, text); err != nil {
+		if text, err = e.textCandidates(ctx, q, f, terms, fresh); err != nil {
 			return nil, err
 		}
 	}
@@ -128,14 +128,24 @@ func (e *Engine) searchOnce(ctx context.Context, q *grains.Query, fresh bool) (*
 	}
 	now := e.now().UTC()
 	window := max(2*q.Limit, 20)
-	// With an embedding, the nearest k vectors are candidates; if the
-	// filters leave fewer than a page of them, k grows.
+	// With an embedding, the nearest k vectors are candidates; with text,
+	// the 4k best by BM25 (every grain holding a term with an embedding
+	// too, for the hybrid rank); if the filters leave too few of them, k
+	// grows.
 	var found []grains.Grain
 	var ids []int64
 	for k := window; ; k *= 4 {
-		cands := make(map[int64]*candidate, len(text)+k)
-		for id, s := range text {
-			cands[id] = &candidate{id: id, text: s}
+		kText := 4 * k
+		if vecs != nil {
+			kText = 1 << 30
+		}
+		top, more, err := text.top(kText)
+		if err != nil {
+			return nil, err
+		}
+		cands := make(map[int64]*candidate, len(top)+k)
+		for _, s := range top {
+			cands[s.ID] = &candidate{id: s.ID, text: s.Score}
 		}
 		if vecs != nil {
 			for _, h := range vecs.set.Nearest(q.Embedding, k) {
@@ -149,6 +159,9 @@ func (e *Engine) searchOnce(ctx context.Context, q *grains.Query, fresh bool) (*
 		}
 		if found, ids, err = e.collect(ctx, q, f, terms, vecs, cands, window, now); err != nil {
 			return nil, err
+		}
+		if more && len(found) < window {
+			continue
 		}
 		if vecs == nil || len(found) >= q.Limit || k >= vecs.set.Len() {
 			break
@@ -252,29 +265,34 @@ func relevance(text, bestText, vector float64, hasText, hasVector bool) float64 
 // textMatches re-checks a decrypted grain against the query's terms (none:
 // no text query), so that a token collision never returns a wrong grain.
 func textMatches(g *grains.Grain, terms []string) bool {
-	if len(terms) == 0 {
-		return true
-	}
-	d := search.Terms(g.Subject, g.Object, g.Content)
-	for _, t := range terms {
-		if d.Terms[t] > 0 {
-			return true
-		}
-	}
-	return false
+	return len(terms) == 0 || search.Matches(terms, g.Subject, g.Object, g.Content)
 }
 
-// textCandidates adds the grains holding any of terms to cands, with their
-// BM25 scores.
-func (e *Engine) textCandidates(ctx context.Context, q *grains.Query, f *store.Filter, terms []string, fresh bool, cands map[int64]float64) error {
+// textIndex is a text query's postings, read once and ranked by top.
+type textIndex struct {
+	terms [][]search.Block
+	st    textStats
+}
+
+// top returns the k best grains by BM25 and whether others hold a term.
+func (t textIndex) top(k int) ([]search.Scored, bool, error) {
+	if t.terms == nil {
+		return nil, false, nil
+	}
+	return search.Top(t.terms, t.st.docs, t.st.avgdl, k)
+}
+
+// textCandidates reads the postings of the grains holding any of terms.
+func (e *Engine) textCandidates(ctx context.Context, q *grains.Query, f *store.Filter, terms []string, fresh bool) (textIndex, error) {
+	out := textIndex{terms: make([][]search.Block, len(terms))}
 	idx, gen, err := e.keys.IndexKeys(ctx, q.Memory, q.Scope, fresh)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if !f.CheckScopeGen && !fresh {
 		f.ScopeGen, f.CheckScopeGen = gen, true
 	} else if f.CheckScopeGen && f.ScopeGen != gen {
-		return store.ErrStaleScopes
+		return out, store.ErrStaleScopes
 	}
 	termOf := make(map[string]int, len(terms)*len(idx))
 	toks := make([][]byte, 0, len(terms)*len(idx))
@@ -286,11 +304,11 @@ func (e *Engine) textCandidates(ctx context.Context, q *grains.Query, f *store.F
 		}
 	}
 	if len(toks) == 0 {
-		return nil
+		return out, nil
 	}
-	posts, err := e.store.Postings(ctx, toks)
+	blocks, err := e.store.PostingBlocks(ctx, toks)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if f.CheckScopeGen {
 		// The tokens came from cached keys: a scope created since has
@@ -299,25 +317,19 @@ func (e *Engine) textCandidates(ctx context.Context, q *grains.Query, f *store.F
 		// no scope was missing when they were.
 		now, err := e.store.ScopeGeneration(ctx, q.Memory)
 		if err != nil {
-			return err
+			return out, err
 		}
 		if now != f.ScopeGen {
-			return store.ErrStaleScopes
+			return out, store.ErrStaleScopes
 		}
 		f.CheckScopeGen = false
 	}
-	df := make([]int, len(terms))
-	for _, p := range posts {
-		df[termOf[string(p.Token)]]++
+	for _, b := range blocks {
+		i := termOf[string(b.Token)]
+		out.terms[i] = append(out.terms[i], b)
 	}
-	st, err := e.textStats(ctx, q.Memory)
-	if err != nil {
-		return err
-	}
-	for _, p := range posts {
-		cands[p.GrainID] += search.BM25(p.TF, p.DL, df[termOf[string(p.Token)]], st.docs, st.avgdl)
-	}
-	return nil
+	out.st, err = e.textStats(ctx, q.Memory)
+	return out, err
 }
 
 // textStats returns memory's text statistics, read at most statsTTL ago.

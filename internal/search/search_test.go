@@ -3,7 +3,10 @@ package search
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 func TestTerms(t *testing.T) {
@@ -92,4 +95,40 @@ func TestSet(t *testing.T) {
 	if c := Cosine([]float32{1, 0}, []float32{0, 1}); c != 0 {
 		t.Errorf("Cosine of orthogonal vectors = %v", c)
 	}
+}
+
+// TestStemKeepsFirstByte checks what Matches relies on: the stemmer keeps
+// a word's first byte and never makes it longer, for random words of
+// English-like letters and endings and of other scripts.
+func TestStemKeepsFirstByte(t *testing.T) {
+	specials := []string{"skis", "skies", "dying", "lying", "tying", "idly", "gently", "ugly", "early", "only", "singly",
+		"news", "howe", "atlas", "cosmos", "bias", "andes", "inning", "outing", "canning", "herring", "earring",
+		"proceed", "exceed", "succeed", "generously", "yelling", "Ypsilanti", "yyyy", "eeing"}
+	check := func(t interface{ Fatalf(string, ...any) }, w string) {
+		d := Terms(w)
+		for s := range d.Terms {
+			if s[0] != w[0] || len(s) > len(w) {
+				t.Fatalf("%q stems to %q", w, s)
+			}
+			if !Matches([]string{s}, w) {
+				t.Fatalf("Matches(%q, %q) = false", s, w)
+			}
+		}
+	}
+	for _, w := range specials {
+		check(t, strings.ToLower(w))
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		stem := rapid.StringMatching(`[a-z]{1,8}`).Draw(t, "stem")
+		end := rapid.SampledFrom([]string{"", "s", "es", "ies", "ied", "ed", "ing", "ly", "ational", "tional", "enci", "anci",
+			"izer", "bli", "alli", "entli", "eli", "ousli", "ization", "ation", "ator", "alism", "aliti", "iviti", "biliti",
+			"logi", "fulli", "lessli", "icate", "ative", "alize", "iciti", "ical", "ful", "ness", "ement", "ment", "ent",
+			"ism", "ate", "iti", "ous", "ive", "ize", "ion", "al", "er", "ic", "able", "ible", "ant", "ence", "ance", "y", "e",
+			"eed", "eedly", "ingly", "edly", "ss", "us", "yy", "\u00e9", "\u00df"}).Draw(t, "end")
+		w := stem + end
+		if rapid.Bool().Draw(t, "y") {
+			w = "y" + w
+		}
+		check(t, w)
+	})
 }

@@ -23,6 +23,7 @@ package search
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -72,6 +73,37 @@ func QueryTerms(text string) []string {
 	return out
 }
 
+// Matches reports whether texts hold any of terms (as QueryTerms returns
+// them), as Terms would find them. It stems only the words that can stem
+// to a term: the English stemmer keeps a word's first letter and never
+// lengthens it (TestStemKeepsFirstByte checks both), so a word whose first
+// byte or length rules out every term is not stemmed.
+func Matches(terms []string, texts ...string) bool {
+	if len(terms) == 0 {
+		return false
+	}
+	var first [256]bool
+	minLen := MaxWordBytes + 1
+	for _, t := range terms {
+		if t != "" {
+			first[t[0]] = true
+			minLen = min(minLen, len(t))
+		}
+	}
+	for _, text := range texts {
+		text = strings.ToLower(grains.NormalizeText(text))
+		for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+			if len(w) > MaxWordBytes || len(w) < minLen || !first[w[0]] || english.IsStopWord(w) {
+				continue
+			}
+			if slices.Contains(terms, english.Stem(w, false)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // words returns the stemmed words of text, stop words left out.
 func words(text string) []string {
 	text = strings.ToLower(grains.NormalizeText(text))
@@ -99,13 +131,27 @@ func BM25(tf, dl, df int, n int64, avgdl float64) float64 {
 	if tf <= 0 {
 		return 0
 	}
+	return IDF(df, n) * tfPart(tf, dl, avgdl)
+}
+
+// IDF is BM25's inverse document frequency of a term in df of n
+// documents, never negative.
+func IDF(df int, n int64) float64 {
 	if n < int64(df) {
 		n = int64(df) // statistics read at another moment than the postings
+	}
+	return math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
+}
+
+// tfPart is BM25's saturating term-count factor: it grows with tf and
+// falls with dl, so a run's largest tf and least dl bound its scores.
+func tfPart(tf, dl int, avgdl float64) float64 {
+	if tf <= 0 {
+		return 0
 	}
 	if avgdl <= 0 {
 		avgdl = float64(max(dl, 1))
 	}
-	idf := math.Log(1 + (float64(n)-float64(df)+0.5)/(float64(df)+0.5))
 	f := float64(tf)
-	return idf * f * (K1 + 1) / (f + K1*(1-B+B*float64(dl)/avgdl))
+	return f * (K1 + 1) / (f + K1*(1-B+B*float64(dl)/avgdl))
 }

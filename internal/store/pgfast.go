@@ -101,6 +101,9 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 		return nil, err
 	}
 	if len(dead.ids) > 0 {
+		if err := deletePostings(ctx, pgxRunner{tx}, dead.ids); err != nil {
+			return nil, err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM grain_tags WHERE grain_id = ANY($1)`, dead.ids); err != nil {
 			return nil, err
 		}

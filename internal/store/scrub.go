@@ -245,7 +245,9 @@ func (db *DB) vacuumGrains(ctx context.Context) error {
 	if _, err := waitOlder(ctx, conn, next, grainScrubWait); err != nil {
 		return err
 	}
-	_, err = conn.ExecContext(ctx, `VACUUM grains, grain_tags`)
+	// grain_postings: a forget rewrites the blocks holding the grain, and
+	// the old versions of those rows still name it.
+	_, err = conn.ExecContext(ctx, `VACUUM grains, grain_tags, grain_postings, grain_docs`)
 	return err
 }
 

@@ -5,19 +5,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
+
+	"github.com/lethe-io/lethe/internal/search"
 )
 
-// TermRow is one posting of the text index: a grain holds the term whose
-// blind token is Token TF times, in a document of DL terms. Postings
-// reference their grain with ON DELETE CASCADE, so that every path that
-// deletes a grain (forget, purge, the risk sweep, the erase cleaner,
-// dedup's replacement of an erased row) deletes its postings in the same
-// statement: no delete path has to know about them.
+// TermRow is one term of a grain for the text index: the term's blind
+// token, its count TF in the grain and the grain's length DL in terms.
+// GrainID is unset when written.
 type TermRow struct {
 	Token   []byte
 	GrainID int64
@@ -26,83 +25,199 @@ type TermRow struct {
 }
 
 // DocRow says what a grain holds for search: Len terms in the text index
-// (0: none) and an embedding of Dim dimensions (0: none). Like postings, it
-// goes with its grain. It gives the text index its statistics (the number
-// and mean length of a memory's documents) and the vector index the grains
-// to read at start.
+// (0: none) and an embedding of Dim dimensions (0: none), and where its
+// postings are: in the blocks of its tokens Toks (each a byte of length
+// then the token) keyed by Block. It references its grain ON DELETE
+// CASCADE. It gives the text index its statistics (the number and mean
+// length of a memory's documents), the vector index the grains to read at
+// start, and deletePostings the blocks to rewrite.
 type DocRow struct {
 	GrainID int64
 	Memory  string
 	Len     int
 	Dim     int
+	Block   int64
+	Toks    []byte
 }
 
 // migrateSearch creates the search tables. They are created by hand, not
-// by AutoMigrate, for their foreign keys' ON DELETE CASCADE; SQLite
-// enforces them because the store opens it with _foreign_keys=on.
+// by AutoMigrate, for grain_docs' ON DELETE CASCADE; SQLite enforces it
+// because the store opens it with _foreign_keys=on.
 //
-// A posting's primary key is (token, grain_id): a term's postings are one
-// range of it, read without touching the table (WITHOUT ROWID on SQLite,
-// INCLUDE on PostgreSQL). The grain_id index serves the cascade.
+// Postings are grouped: grain_postings holds one row per (token, block),
+// a block being the grains of one insert (keyed by its first grain id),
+// with their postings packed (search.EncodeBlock). A batch of 1,000
+// grains of 12 terms costs a few thousand index rows instead of 12,000
+// rows and 12,000 entries of a grain_id index, as one row per posting
+// did. A term's blocks are one range of the primary key. Rows cannot
+// cascade from grains: every path that deletes grains calls
+// deletePostings first, in its transaction (see deleteIDs).
 func migrateSearch(g *gorm.DB, dialect string) error {
-	id := "INTEGER"
-	terms := `CREATE TABLE IF NOT EXISTS grain_terms (token BLOB NOT NULL,
-		grain_id INTEGER NOT NULL REFERENCES grains (id) ON DELETE CASCADE,
-		tf INTEGER NOT NULL, dl INTEGER NOT NULL, PRIMARY KEY (token, grain_id)) WITHOUT ROWID`
+	id, blob := "INTEGER", "BLOB"
+	postings := `CREATE TABLE IF NOT EXISTS grain_postings (token BLOB NOT NULL, block INTEGER NOT NULL,
+		posts BLOB NOT NULL, PRIMARY KEY (token, block)) WITHOUT ROWID`
 	if dialect == Postgres {
-		id = "BIGINT"
-		terms = `CREATE TABLE IF NOT EXISTS grain_terms (token BYTEA NOT NULL,
-			grain_id BIGINT NOT NULL REFERENCES grains (id) ON DELETE CASCADE,
-			tf INTEGER NOT NULL, dl INTEGER NOT NULL, PRIMARY KEY (token, grain_id) INCLUDE (tf, dl))`
+		id, blob = "BIGINT", "BYTEA"
+		postings = `CREATE TABLE IF NOT EXISTS grain_postings (token BYTEA NOT NULL, block BIGINT NOT NULL,
+			posts BYTEA NOT NULL, PRIMARY KEY (token, block))`
 	}
 	for _, stmt := range []string{
-		terms,
-		`CREATE INDEX IF NOT EXISTS idx_grain_terms_grain ON grain_terms (grain_id)`,
+		postings,
 		`CREATE TABLE IF NOT EXISTS grain_docs (grain_id ` + id + ` PRIMARY KEY REFERENCES grains (id) ON DELETE CASCADE,
 			memory VARCHAR(64) NOT NULL, len INTEGER NOT NULL, dim INTEGER NOT NULL)`,
-		`CREATE INDEX IF NOT EXISTS idx_grain_docs_mem ON grain_docs (memory, grain_id)`,
 		`CREATE TABLE IF NOT EXISTS vector_dims (memory VARCHAR(64) PRIMARY KEY, dim INTEGER NOT NULL)`,
 	} {
 		if err := g.Exec(stmt).Error; err != nil {
 			return err
 		}
 	}
+	m := g.Migrator()
+	for col, typ := range map[string]string{"block": id + " NOT NULL DEFAULT 0", "toks": blob} {
+		if !m.HasColumn("grain_docs", col) {
+			if err := g.Exec("ALTER TABLE grain_docs ADD COLUMN " + col + " " + typ).Error; err != nil {
+				return err
+			}
+		}
+	}
+	// The statistics and the vector ids are read from this index alone,
+	// not from the rows, which carry the token lists.
+	for _, stmt := range []string{
+		`CREATE INDEX IF NOT EXISTS idx_grain_docs_cover ON grain_docs (memory, grain_id, len, dim)`,
+		`DROP INDEX IF EXISTS idx_grain_docs_mem`,
+	} {
+		if err := g.Exec(stmt).Error; err != nil {
+			return err
+		}
+	}
+	if m.HasTable("grain_terms") {
+		return migrateTerms(g)
+	}
 	return nil
 }
 
-// searchRows returns the postings and document rows of stored grains
-// (their IDs set).
+// migrateTerms moves the postings of a store written with one row per
+// posting (grain_terms) into blocks, one per grain, and drops the old
+// table.
+func migrateTerms(g *gorm.DB) error {
+	return g.Transaction(func(tx *gorm.DB) error {
+		rows, err := tx.Raw("SELECT token, grain_id, tf, dl FROM grain_terms ORDER BY grain_id").Rows()
+		if err != nil {
+			return err
+		}
+		byGrain := map[int64][]TermRow{}
+		var order []int64
+		for rows.Next() {
+			var t TermRow
+			if err := rows.Scan(&t.Token, &t.GrainID, &t.TF, &t.DL); err != nil {
+				rows.Close()
+				return err
+			}
+			if byGrain[t.GrainID] == nil {
+				order = append(order, t.GrainID)
+			}
+			byGrain[t.GrainID] = append(byGrain[t.GrainID], t)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		r := gormRunner{tx}
+		ctx := tx.Statement.Context
+		for _, id := range order {
+			stored := []*GrainRow{{ID: id, Terms: byGrain[id]}}
+			terms, _ := searchRows("", stored)
+			for _, t := range terms {
+				if err := r.exec(ctx, "INSERT INTO grain_postings (token, block, posts) VALUES (?, ?, ?)", t...); err != nil {
+					return err
+				}
+			}
+			if err := r.exec(ctx, "UPDATE grain_docs SET block = ?, toks = ? WHERE grain_id = ?", id, packTokens(stored[0].Terms), id); err != nil {
+				return err
+			}
+		}
+		return tx.Exec("DROP TABLE grain_terms").Error
+	})
+}
+
+// packTokens returns a grain's tokens, each after a byte of its length.
+func packTokens(ts []TermRow) []byte {
+	var b []byte
+	for _, t := range ts {
+		b = append(append(b, byte(len(t.Token))), t.Token...)
+	}
+	return b
+}
+
+func unpackTokens(b []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(b) > 0 {
+		n := int(b[0])
+		if len(b) < 1+n {
+			return nil, errors.New("corrupt token list")
+		}
+		out, b = append(out, b[1:1+n]), b[1+n:]
+	}
+	return out, nil
+}
+
+// searchRows returns the postings blocks (token, block, posts) and
+// document rows (grain_id, memory, len, dim, block, toks) of stored
+// grains (their IDs set), the grains of one insert: their block is the
+// least of their ids.
 func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
-	var terms, docs [][]any
+	var block int64
+	for _, r := range stored {
+		if block == 0 || r.ID < block {
+			block = r.ID
+		}
+	}
+	byTok := map[string][]search.Posting{}
+	var toks []string
+	var docs [][]any
 	for _, r := range stored {
 		for _, t := range r.Terms {
-			terms = append(terms, []any{t.Token, r.ID, t.TF, t.DL})
+			k := string(t.Token)
+			if byTok[k] == nil {
+				toks = append(toks, k)
+			}
+			byTok[k] = append(byTok[k], search.Posting{ID: r.ID, TF: t.TF, DL: t.DL})
 		}
 		if r.DocLen > 0 || r.Dim > 0 {
-			docs = append(docs, []any{r.ID, memory, r.DocLen, r.Dim})
+			var pt any
+			if len(r.Terms) > 0 {
+				pt = packTokens(r.Terms)
+			}
+			docs = append(docs, []any{r.ID, memory, r.DocLen, r.Dim, block, pt})
 		}
+	}
+	// Key order, so that the inserts walk the tree once.
+	slices.Sort(toks)
+	terms := make([][]any, len(toks))
+	for i, k := range toks {
+		terms[i] = []any{[]byte(k), block, search.EncodeBlock(byTok[k])}
 	}
 	return terms, docs
 }
 
-// insertSearch stores the postings and document rows of stored grains in
-// tx.
+// insertSearch stores the postings blocks and document rows of stored
+// grains in tx.
 func insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error {
 	terms, docs := searchRows(memory, stored)
 	for _, t := range []struct {
 		stmt string
 		rows [][]any
-	}{{"INSERT INTO grain_terms (token, grain_id, tf, dl) VALUES ", terms}, {"INSERT INTO grain_docs (grain_id, memory, len, dim) VALUES ", docs}} {
-		for i := 0; i < len(t.rows); i += chunk / 4 {
-			part := t.rows[i:min(i+chunk/4, len(t.rows))]
+	}{{"INSERT INTO grain_postings (token, block, posts) VALUES ", terms},
+		{"INSERT INTO grain_docs (grain_id, memory, len, dim, block, toks) VALUES ", docs}} {
+		for i := 0; i < len(t.rows); i += chunk / 6 {
+			part := t.rows[i:min(i+chunk/6, len(t.rows))]
 			var b strings.Builder
 			b.WriteString(t.stmt)
-			args := make([]any, 0, 4*len(part))
+			args := make([]any, 0, 6*len(part))
 			for j, r := range part {
 				if j > 0 {
 					b.WriteString(", ")
 				}
-				b.WriteString("(?, ?, ?, ?)")
+				b.WriteString("(?" + strings.Repeat(", ?", len(r)-1) + ")")
 				args = append(args, r...)
 			}
 			// Not through gorm's statement building, which splits a token
@@ -120,84 +235,156 @@ func insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error {
 func insertSearchPG(ctx context.Context, tx pgx.Tx, memory string, stored []*GrainRow) error {
 	terms, docs := searchRows(memory, stored)
 	if len(terms) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_terms"}, []string{"token", "grain_id", "tf", "dl"}, pgx.CopyFromRows(terms)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_postings"}, []string{"token", "block", "posts"}, pgx.CopyFromRows(terms)); err != nil {
 			return err
 		}
 	}
 	if len(docs) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_docs"}, []string{"grain_id", "memory", "len", "dim"}, pgx.CopyFromRows(docs)); err != nil {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_docs"}, []string{"grain_id", "memory", "len", "dim", "block", "toks"}, pgx.CopyFromRows(docs)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Postings returns every posting of the given tokens. Tokens are keyed by
-// their scope's key, so a token's postings are all in its memory.
-func (db *DB) Postings(ctx context.Context, toks [][]byte) ([]TermRow, error) {
-	if db.dialect == SQLite {
-		return db.postingsPacked(ctx, toks)
+// runner is a transaction of either driver, as deletePostings needs it.
+type runner interface {
+	query(ctx context.Context, q string, args []any, row func(scan func(dest ...any) error) error) error
+	exec(ctx context.Context, q string, args ...any) error
+}
+
+type gormRunner struct{ tx *gorm.DB }
+
+func (r gormRunner) query(ctx context.Context, q string, args []any, row func(func(...any) error) error) error {
+	rows, err := r.tx.Statement.ConnPool.QueryContext(ctx, (&DB{dialect: r.tx.Dialector.Name()}).rebind(q), args...)
+	if err != nil {
+		return err
 	}
-	var out []TermRow
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (r gormRunner) exec(ctx context.Context, q string, args ...any) error {
+	_, err := r.tx.Statement.ConnPool.ExecContext(ctx, (&DB{dialect: r.tx.Dialector.Name()}).rebind(q), args...)
+	return err
+}
+
+type pgxRunner struct{ tx pgx.Tx }
+
+func (r pgxRunner) query(ctx context.Context, q string, args []any, row func(func(...any) error) error) error {
+	rows, err := r.tx.Query(ctx, (&DB{dialect: Postgres}).rebind(q), args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (r pgxRunner) exec(ctx context.Context, q string, args ...any) error {
+	_, err := r.tx.Exec(ctx, (&DB{dialect: Postgres}).rebind(q), args...)
+	return err
+}
+
+// deletePostings removes the postings of the grains ids from their
+// blocks, rewriting each block that holds one (deleting it when none is
+// left). Every path that deletes grains calls it first, in the same
+// transaction, while their grain_docs rows still say where their postings
+// are.
+func deletePostings(ctx context.Context, r runner, ids []int64) error {
+	type key struct {
+		tok   string
+		block int64
+	}
+	gone := map[key]map[int64]bool{}
+	var keys []key
+	for i := 0; i < len(ids); i += chunk {
+		part := ids[i:min(i+chunk, len(ids))]
+		q := "SELECT grain_id, block, toks FROM grain_docs WHERE toks IS NOT NULL AND grain_id IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
+		err := r.query(ctx, q, anys(part), func(scan func(...any) error) error {
+			var id, block int64
+			var packed []byte
+			if err := scan(&id, &block, &packed); err != nil {
+				return err
+			}
+			toks, err := unpackTokens(packed)
+			if err != nil {
+				return err
+			}
+			for _, t := range toks {
+				k := key{string(t), block}
+				if gone[k] == nil {
+					gone[k] = map[int64]bool{}
+					keys = append(keys, k)
+				}
+				gone[k][id] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range keys {
+		var v []byte
+		err := r.query(ctx, "SELECT posts FROM grain_postings WHERE token = ? AND block = ?", []any{[]byte(k.tok), k.block},
+			func(scan func(...any) error) error { return scan(&v) })
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			continue
+		}
+		out, changed, err := search.RemoveFromBlock(v, gone[k])
+		switch {
+		case err != nil:
+			return err
+		case !changed:
+		case out == nil:
+			err = r.exec(ctx, "DELETE FROM grain_postings WHERE token = ? AND block = ?", []byte(k.tok), k.block)
+		default:
+			err = r.exec(ctx, "UPDATE grain_postings SET posts = ? WHERE token = ? AND block = ?", out, []byte(k.tok), k.block)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PostingBlocks returns every postings block of the given tokens, headers
+// read (see search.Block). Tokens are keyed by their scope's key, so a
+// token's postings are all in its memory.
+func (db *DB) PostingBlocks(ctx context.Context, toks [][]byte) ([]search.Block, error) {
+	var out []search.Block
 	for i := 0; i < len(toks); i += chunk {
 		part := toks[i:min(i+chunk, len(toks))]
-		q := "SELECT token, grain_id, tf, dl FROM grain_terms WHERE token IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
+		q := "SELECT token, posts FROM grain_postings WHERE token IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
 		rows, err := db.gorm.ConnPool.QueryContext(ctx, db.rebind(q), anys(part)...)
 		if err != nil {
 			return nil, translate(err, "read postings")
 		}
 		for rows.Next() {
-			var t TermRow
-			if err := rows.Scan(&t.Token, &t.GrainID, &t.TF, &t.DL); err != nil {
+			var tok, v []byte
+			if err := rows.Scan(&tok, &v); err != nil {
 				rows.Close()
 				return nil, translate(err, "read postings")
 			}
-			out = append(out, t)
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, translate(err, "read postings")
-		}
-	}
-	return out, nil
-}
-
-// postingsPacked is Postings on SQLite, where go-sqlite3 costs two or
-// three cgo calls per column of every row (see packedColumns): each
-// token's postings come as one text of space-separated numbers.
-func (db *DB) postingsPacked(ctx context.Context, toks [][]byte) ([]TermRow, error) {
-	var out []TermRow
-	for i := 0; i < len(toks); i += chunk {
-		part := toks[i:min(i+chunk, len(toks))]
-		q := "SELECT token, group_concat(grain_id || ' ' || tf || ' ' || dl, ' ') FROM grain_terms WHERE token IN (?" +
-			strings.Repeat(", ?", len(part)-1) + ") GROUP BY token"
-		rows, err := db.gorm.ConnPool.QueryContext(ctx, q, anys(part)...)
-		if err != nil {
-			return nil, translate(err, "read postings")
-		}
-		for rows.Next() {
-			var tok []byte
-			var packed string
-			if err := rows.Scan(&tok, &packed); err != nil {
+			b, err := search.DecodeBlock(tok, v)
+			if err != nil {
 				rows.Close()
-				return nil, translate(err, "read postings")
+				return nil, fmt.Errorf("read postings: %w", err)
 			}
-			f := strings.Fields(packed)
-			if len(f)%3 != 0 {
-				rows.Close()
-				return nil, fmt.Errorf("read postings: %d packed fields", len(f))
-			}
-			for j := 0; j < len(f); j += 3 {
-				id, err1 := strconv.ParseInt(f[j], 10, 64)
-				tf, err2 := strconv.Atoi(f[j+1])
-				dl, err3 := strconv.Atoi(f[j+2])
-				if err := errors.Join(err1, err2, err3); err != nil {
-					rows.Close()
-					return nil, fmt.Errorf("read postings: %w", err)
-				}
-				out = append(out, TermRow{Token: tok, GrainID: id, TF: tf, DL: dl})
-			}
+			out = append(out, b)
 		}
 		err = rows.Err()
 		rows.Close()
