@@ -139,6 +139,12 @@ func (db *DB) ExportHistory(ctx context.Context, req HistoryRequest) (*HistoryEx
 				return nil, audit.DomainError(err)
 			}
 			hc.Events = append(hc.Events, proofs.HistoryEvent{Type: e.Leaf.Type, Proof: p})
+			if e.Leaf.Digest != "" {
+				if doc.HashLists == nil {
+					doc.HashLists = map[string][]string{}
+				}
+				doc.HashLists[e.Leaf.Digest] = history.Sorted(e.Hashes)
+			}
 		}
 		for _, v := range c.Versions {
 			hashes = append(hashes, v.Hash)
@@ -233,13 +239,17 @@ func (db *DB) historyChains(ctx context.Context, memory string, rows historyRows
 	if err != nil {
 		return nil, err
 	}
+	bulk, err := db.store.BulkHashes(ctx, memory)
+	if err != nil {
+		return nil, err
+	}
 	events := make([]history.Event, 0, len(evs))
 	for _, e := range evs {
 		l, err := proofs.ParseLeaf(e.Leaf)
 		if err != nil {
 			return nil, grains.Wrap(grains.CodeInternal, "read audit event", err)
 		}
-		events = append(events, history.Event{Order: e.Order, ID: e.EventID, Raw: e.Leaf, Leaf: l, Index: uint64(e.Seq), Sequenced: e.Sequenced})
+		events = append(events, history.Event{Order: e.Order, ID: e.EventID, Raw: e.Leaf, Leaf: l, Index: uint64(e.Seq), Sequenced: e.Sequenced, Hashes: bulk[e.EventID]})
 	}
 	return history.Chains(ctx, rows, events, seeds)
 }
@@ -258,7 +268,12 @@ func (r historyRows) Rows(ctx context.Context, hashes []string) (map[string]hist
 	}
 	out := make(map[string]history.Row, len(vs))
 	for h, v := range vs {
-		row := history.Row{Supersedes: v.Row.Supersedes, SupersededBy: v.Row.SupersededBy, Erased: v.Erased, KeyFingerprints: v.KeyFingerprints}
+		if v.Row == nil { // deleted by the cleaner after an erasure
+			out[h] = history.Row{Erased: true, Deleted: true, KeyFingerprints: v.KeyFingerprints, Destroyed: v.Destroyed}
+			continue
+		}
+		row := history.Row{Supersedes: v.Row.Supersedes, SupersededBy: v.Row.SupersededBy, Erased: v.Erased,
+			KeyFingerprints: v.KeyFingerprints, Destroyed: v.Destroyed}
 		if !v.Erased && !r.withhold {
 			r.db.observe([]store.GrainRow{*v.Row})
 			g, err := r.db.sealer.Open(ctx, v.Row)

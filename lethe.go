@@ -444,6 +444,7 @@ func (db *DB) forget(ctx context.Context, sel Selector, force bool) (*ForgetResu
 				l.Reason = "protection_override"
 			}
 		})
+		audit.KeepHashes(&ev, d.Hashes)
 		leaf, eventID = ev.Leaf, ev.ID
 		return []store.Event{ev}, err
 	}
