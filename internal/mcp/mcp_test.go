@@ -799,4 +799,3 @@ func TestRequestTools(t *testing.T) {
 		t.Errorf("locked list: %+v", e)
 	}
 }
-
