@@ -306,6 +306,42 @@ func TestExportHistory(t *testing.T) {
 			t.Errorf("events of a chain with an erased branch: %+v", got)
 		}
 
+		// A forget of more than 256 grains: its leaf carries their digest;
+		// the export holds the full list under it, which the verifier
+		// (above, after the age binary opened the file) checked.
+		b1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "hal", Relation: "is", Object: "one"})
+		b2, err := db.Supersede(ctx, b1, lethe.Grain{Type: "fact", Object: "two"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill := make([]lethe.Grain, 300)
+		for i := range fill {
+			fill[i] = lethe.Grain{Type: "fact", Subject: "filler", Relation: "n", Object: fmt.Sprint(i)}
+		}
+		bulk, err := db.AddBatch(ctx, fill)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Forget(ctx, lethe.Selector{Hashes: append(bulk, b2)}); err != nil {
+			t.Fatal(err)
+		}
+		x, _, _ = exportHistory(t, db, lethe.HistoryRequest{Hash: b1})
+		if len(x.Chains) != 1 || !slices_equal(versionHashes(x.Chains[0]), []string{b1, b2}) ||
+			x.Chains[0].Versions[0].State != proofs.VersionForgotten {
+			t.Fatalf("export of a chain forgotten in bulk: %+v", x.Chains)
+		}
+		if evs := x.Chains[0].Events; len(evs) != 2 || evs[1].Type != proofs.EventGrainForget {
+			t.Errorf("events of a chain forgotten in bulk: %+v", evs)
+		}
+		if len(x.HashLists) != 1 {
+			t.Fatalf("hash lists %d, want the forget's", len(x.HashLists))
+		}
+		for d, l := range x.HashLists {
+			if len(l) != 302 || !containsAll(l, append(bulk, b1, b2)) || d != proofs.HashesDigest(l) {
+				t.Errorf("the forget's hash list has %d hashes", len(l))
+			}
+		}
+
 		// Nothing matches: no_chain, and no audit event.
 		id, _ := age.GenerateX25519Identity()
 		before := auditLen(t, db)
