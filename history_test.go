@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,16 +244,38 @@ func TestExportHistory(t *testing.T) {
 		if evs := x.Chains[0].Events; len(evs) != 2 || evs[1].Type != proofs.EventKeyErase {
 			t.Errorf("events of an erased chain: %+v", evs)
 		}
-		// Once the rows are cleaned up, the grain-to-key link goes with
-		// them: the versions stay erased, found through the supersede
-		// event, without the key.erase event.
+		erasedBy := x.Chains[0].Versions[0].ErasedBy
+		if len(erasedBy) != 1 || !slices_equal(x.Chains[0].Versions[1].ErasedBy, erasedBy) {
+			t.Errorf("erased versions name the keys %v and %v, want the user's key", erasedBy, x.Chains[0].Versions[1].ErasedBy)
+		}
+		// Once the rows are cleaned up, the link the cleaner kept names the
+		// same key: the versions stay erased, with the key.erase event.
 		if _, err := db.PurgeErased(ctx); err != nil {
 			t.Fatal(err)
 		}
 		x, _, _ = exportHistory(t, db, lethe.HistoryRequest{Hash: e2})
 		if len(x.Chains) != 1 || !slices_equal(versionHashes(x.Chains[0]), []string{e1, e2}) ||
-			x.Chains[0].Versions[0].State != proofs.VersionErased || len(x.Chains[0].Events) != 1 {
+			x.Chains[0].Versions[0].State != proofs.VersionErased || len(x.Chains[0].Events) != 2 ||
+			x.Chains[0].Events[1].Type != proofs.EventKeyErase {
 			t.Fatalf("export of an erased, cleaned-up chain: %+v", x.Chains)
+		}
+		for i, v := range x.Chains[0].Versions {
+			if !slices_equal(v.ErasedBy, erasedBy) {
+				t.Errorf("cleaned-up version %d erased by %v, want %v", i, v.ErasedBy, erasedBy)
+			}
+		}
+		// A single version, erased and cleaned up, is still found by its hash.
+		lone := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "gus", Relation: "is", Object: "alone", UserID: "u-gus"})
+		if _, err := db.ForgetUser(ctx, "", "u-gus"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.PurgeErased(ctx); err != nil {
+			t.Fatal(err)
+		}
+		x, _, _ = exportHistory(t, db, lethe.HistoryRequest{Hash: lone})
+		if len(x.Chains) != 1 || len(x.Chains[0].Versions) != 1 || x.Chains[0].Versions[0].State != proofs.VersionErased ||
+			len(x.Chains[0].Events) != 1 || x.Chains[0].Events[0].Type != proofs.EventKeyErase || len(x.Chains[0].Versions[0].ErasedBy) != 1 {
+			t.Fatalf("export of a lone erased, cleaned-up version: %+v", x.Chains)
 		}
 
 		// A successor erased (written for another user, whose key is then
@@ -281,6 +304,42 @@ func TestExportHistory(t *testing.T) {
 		}
 		if got := x.Chains[0].Events; len(got) != 3 || got[1].Type != proofs.EventKeyErase {
 			t.Errorf("events of a chain with an erased branch: %+v", got)
+		}
+
+		// A forget of more than 256 grains: its leaf carries their digest;
+		// the export holds the full list under it, which the verifier
+		// (above, after the age binary opened the file) checked.
+		b1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "hal", Relation: "is", Object: "one"})
+		b2, err := db.Supersede(ctx, b1, lethe.Grain{Type: "fact", Object: "two"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill := make([]lethe.Grain, 300)
+		for i := range fill {
+			fill[i] = lethe.Grain{Type: "fact", Subject: "filler", Relation: "n", Object: fmt.Sprint(i)}
+		}
+		bulk, err := db.AddBatch(ctx, fill)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Forget(ctx, lethe.Selector{Hashes: append(bulk, b2)}); err != nil {
+			t.Fatal(err)
+		}
+		x, _, _ = exportHistory(t, db, lethe.HistoryRequest{Hash: b1})
+		if len(x.Chains) != 1 || !slices_equal(versionHashes(x.Chains[0]), []string{b1, b2}) ||
+			x.Chains[0].Versions[0].State != proofs.VersionForgotten {
+			t.Fatalf("export of a chain forgotten in bulk: %+v", x.Chains)
+		}
+		if evs := x.Chains[0].Events; len(evs) != 2 || evs[1].Type != proofs.EventGrainForget {
+			t.Errorf("events of a chain forgotten in bulk: %+v", evs)
+		}
+		if len(x.HashLists) != 1 {
+			t.Fatalf("hash lists %d, want the forget's", len(x.HashLists))
+		}
+		for d, l := range x.HashLists {
+			if len(l) != 302 || !containsAll(l, append(bulk, b1, b2)) || d != proofs.HashesDigest(l) {
+				t.Errorf("the forget's hash list has %d hashes", len(l))
+			}
 		}
 
 		// Nothing matches: no_chain, and no audit event.
@@ -414,18 +473,22 @@ func TestVerifyExportDetectsTampering(t *testing.T) {
 // chainModel is the model of one chain: its hashes in order, the state of
 // the chain, and whether its rows were cleaned up after an erasure.
 type chainModel struct {
-	hashes  []string
-	user    string
-	state   string // "" (live), forgotten or erased
-	cleaned bool
+	hashes   []string
+	user     string
+	state    string // "" (live), forgotten or erased
+	cleaned  bool
+	erasedBy string // the fingerprint of the key whose erasure erased it
+	bulk     bool   // forgotten by a bulk event (more than 256 hashes)
 }
 
 // TestExportHistoryModel runs random add, supersede, forget, erase and
 // cleanup sequences on chains of a fresh memory (shared users, so one
-// erasure reaches several chains) and checks that each chain's export,
-// from any of its hashes, verifies and equals the model: the versions in
-// order, their states, and a key.erase event exactly while erased rows
-// remain.
+// erasure reaches several chains, and memory erasures) and bulk forgets of
+// more than 256 hashes, and checks that each chain's export, from any of
+// its hashes, verifies and equals the model: the versions in order, their
+// states, the key each erased version names (before and after the cleaner
+// deleted its row), and a verifiable event for each supersede, forget and
+// erasure (a bulk forget with its hash list).
 func TestExportHistoryModel(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -438,10 +501,14 @@ func TestExportHistoryModel(t *testing.T) {
 				memory := fmt.Sprintf("model-%d", run)
 				users := []string{"u1", "u2", ""}
 				var chains []*chainModel
+				erasedMemory := false // its key destroyed: adds fail from then on
 				steps := rapid.IntRange(1, 8).Draw(rt, "steps")
 				for i := 0; i < steps; i++ {
-					switch op := rapid.IntRange(0, 4).Draw(rt, "op"); {
+					switch op := rapid.IntRange(0, 6).Draw(rt, "op"); {
 					case op == 0 || len(chains) == 0:
+						if erasedMemory {
+							continue
+						}
 						u := rapid.SampledFrom(users).Draw(rt, "user")
 						h, err := db.Add(ctx, lethe.Grain{Memory: memory, Type: "fact", Subject: "s", Relation: "r", Object: fmt.Sprintf("o%d", i), UserID: u})
 						if err != nil {
@@ -450,7 +517,7 @@ func TestExportHistoryModel(t *testing.T) {
 						chains = append(chains, &chainModel{hashes: []string{h}, user: u})
 					case op == 1:
 						c := rapid.SampledFrom(chains).Draw(rt, "chain")
-						if c.state != "" {
+						if c.state != "" || erasedMemory {
 							continue
 						}
 						h, err := db.Supersede(ctx, c.hashes[len(c.hashes)-1], lethe.Grain{Memory: memory, Type: "fact", Object: fmt.Sprintf("o%d", i)})
@@ -468,9 +535,17 @@ func TestExportHistoryModel(t *testing.T) {
 							rt.Fatal(err)
 						}
 						c.state = proofs.VersionForgotten
-					case op == 3:
+					case op == 3 || op == 5:
+						// A user's key, or (op 5) the memory's key: every
+						// live chain of the memory.
+						var er *lethe.Erasure
+						var err error
 						u := rapid.SampledFrom(users[:2]).Draw(rt, "erase")
-						_, err := db.ForgetUser(ctx, memory, u)
+						if op == 5 {
+							er, err = db.EraseMemory(ctx, memory)
+						} else {
+							er, err = db.ForgetUser(ctx, memory, u)
+						}
 						if lethe.ErrorCode(err) == lethe.CodeNotFound {
 							continue // no live key: nothing changes
 						}
@@ -481,10 +556,33 @@ func TestExportHistoryModel(t *testing.T) {
 							// An erasure first finishes the memory's pending
 							// cleanups: earlier erased rows go.
 							c.cleaned = c.cleaned || c.state == proofs.VersionErased
-							if c.user == u && c.state == "" {
-								c.state = proofs.VersionErased
+							if (op == 5 || c.user == u) && c.state == "" {
+								c.state, c.erasedBy = proofs.VersionErased, er.KeyFingerprint
 							}
 						}
+						if op == 5 {
+							erasedMemory = true
+						}
+					case op == 6:
+						// A forget of more than 256 hashes: its leaf carries
+						// a digest, and the export the full list.
+						c := rapid.SampledFrom(chains).Draw(rt, "chain")
+						if c.state != "" || erasedMemory {
+							continue
+						}
+						fill := make([]lethe.Grain, 256) // with the chain's hash, one past a leaf's 256
+						for k := range fill {
+							fill[k] = lethe.Grain{Memory: memory, Type: "fact", Subject: "filler", Relation: "r", Object: fmt.Sprintf("f%d-%d", i, k)}
+						}
+						hs, err := db.AddBatch(ctx, fill)
+						if err != nil {
+							rt.Fatal(err)
+						}
+						h := rapid.SampledFrom(c.hashes).Draw(rt, "hash")
+						if _, err := db.Forget(ctx, lethe.Selector{Memory: memory, Hashes: append(hs, h)}); err != nil {
+							rt.Fatal(err)
+						}
+						c.state, c.bulk = proofs.VersionForgotten, true
 					case op == 4:
 						if _, err := db.PurgeErased(ctx); err != nil {
 							rt.Fatal(err)
@@ -501,15 +599,6 @@ func TestExportHistoryModel(t *testing.T) {
 				}
 				for _, c := range chains {
 					h := rapid.SampledFrom(c.hashes).Draw(rt, "export")
-					if c.cleaned && len(c.hashes) == 1 {
-						// Nothing in the store or the log names it any more.
-						id, _ := age.GenerateX25519Identity()
-						_, err := db.ExportHistory(ctx, lethe.HistoryRequest{Memory: memory, Hash: h, Recipient: id.Recipient().String()})
-						if lethe.ErrorCode(err) != lethe.CodeNoChain {
-							rt.Fatalf("export of a cleaned-up single version: %v, want no_chain", err)
-						}
-						continue
-					}
 					x, _, _ := exportHistoryWith(t, db, lethe.HistoryRequest{Memory: memory, Hash: h}, ageOpenLib)
 					if len(x.Chains) != 1 {
 						rt.Fatalf("export of %s: %d chains", h, len(x.Chains))
@@ -529,13 +618,34 @@ func TestExportHistoryModel(t *testing.T) {
 						if v.State != want {
 							rt.Fatalf("version %d of %v: state %s, model %s", i, c.hashes, v.State, want)
 						}
+						// Each erased version names the erasure's key, whether
+						// or not the cleaner has deleted its row (while the row
+						// remains, a memory erasure's also names the chain's
+						// other keys it destroyed; the verifier checked that
+						// the chain's key.erase event names them all).
+						if wantBy := c.erasedBy; v.State == proofs.VersionErased && !slices.Contains(v.ErasedBy, wantBy) {
+							rt.Fatalf("version %d of %v (cleaned %v): erased by %v, model %s", i, c.hashes, c.cleaned, v.ErasedBy, wantBy)
+						}
 					}
-					wantEvents := len(c.hashes) - 1 // the supersedes
-					if c.state == proofs.VersionForgotten || c.state == proofs.VersionErased && !c.cleaned {
+					// The supersedes, and the forget or the key.erase event.
+					wantEvents := len(c.hashes) - 1
+					if c.state != "" {
 						wantEvents++
 					}
 					if len(got.Events) != wantEvents {
 						rt.Fatalf("chain %v (%s, cleaned %v): %d events, model %d", c.hashes, c.state, c.cleaned, len(got.Events), wantEvents)
+					}
+					var last proofs.HistoryEvent
+					if n := len(got.Events); n > 0 {
+						last = got.Events[n-1]
+					}
+					switch {
+					case c.state == "":
+					case c.state == proofs.VersionErased && last.Type != proofs.EventKeyErase,
+						c.state == proofs.VersionForgotten && last.Type != proofs.EventGrainForget:
+						rt.Fatalf("chain %v (%s): last event %s", c.hashes, c.state, last.Type)
+					case c.state == proofs.VersionForgotten && (len(x.HashLists) == 1) != c.bulk:
+						rt.Fatalf("chain %v forgotten (bulk %v): %d hash lists", c.hashes, c.bulk, len(x.HashLists))
 					}
 				}
 			})

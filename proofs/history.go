@@ -45,6 +45,13 @@ type HistoryExport struct {
 	Checkpoint string `json:"checkpoint"`
 	// Chains are the version chains, each oldest version first.
 	Chains []HistoryChain `json:"chains"`
+	// HashLists holds, for each bulk event of the chains (a leaf with
+	// more than 256 grain hashes carries their count and [HashesDigest]
+	// instead), the full sorted hash list, keyed by that digest: a
+	// verifier recomputes the digest and finds the chain's versions in
+	// the list. The other hashes of the list are grain hashes of the same
+	// event, in other chains.
+	HashLists map[string][]string `json:"hash_lists,omitempty"`
 }
 
 // HistoryChain is one version chain.
@@ -74,6 +81,13 @@ type HistoryVersion struct {
 	// readable version unless fields are withheld; absent for forgotten and
 	// erased versions.
 	Fields json.RawMessage `json:"fields,omitempty"`
+	// ErasedBy are, for an erased version, the fingerprints of its
+	// destroyed keys whose key.erase events the chain holds: the erasure
+	// that made it unreadable. lethe links a version to its key while the
+	// row exists and, once the cleaner deleted the row, through the link
+	// the cleaner kept; the link itself is lethe's signed statement, the
+	// log does not hold it.
+	ErasedBy []string `json:"erased_by,omitempty"`
 }
 
 // HistoryEvent is one audit event of a chain and its proof.
@@ -158,7 +172,12 @@ type VerifiedHistory struct {
 //     links and hash inside each version's fields agree; supersede events
 //     follow the version order in the log and in time; every hash-listing
 //     event names a version of the chain; forgotten versions are listed by
-//     a forget or purge event; only readable versions have fields;
+//     a forget or purge event; only readable versions have fields; every
+//     fingerprint in an erased version's erased_by is named by a key.erase
+//     event of the chain, and only erased versions have erased_by; a bulk
+//     event's hashes are the hash_lists entry under its leaf's digest,
+//     whose length is the leaf's count; every hash_lists entry is sorted,
+//     well-formed, has the digest it is keyed by, and belongs to an event;
 //  6. export_signature: the log key's signature over the export
 //     ([*ExportSignatureError]). It comes last so that a tampered export
 //     fails at the most specific check that sees it.
@@ -206,6 +225,9 @@ func VerifyHistoryExport(file []byte, opts VerifyOptions) (*VerifiedHistory, err
 		out.Events += len(c.Events)
 		out.Versions += len(c.Versions)
 	}
+	if err := checkHashLists(&x, leaves); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for i := range x.Chains {
 		if err := checkChain(&x, i, leaves[i], seen); err != nil {
@@ -216,6 +238,40 @@ func VerifyHistoryExport(file []byte, opts VerifyOptions) (*VerifiedHistory, err
 		return nil, &ExportSignatureError{Key: v.key.id()}
 	}
 	return out, nil
+}
+
+// checkHashLists checks that every entry of x.HashLists is a sorted list
+// of distinct well-formed hashes whose [HashesDigest] is its key, and that
+// an event of the export carries that digest.
+func checkHashLists(x *HistoryExport, leaves [][]*Leaf) error {
+	used := map[string]bool{}
+	for _, ls := range leaves {
+		for _, l := range ls {
+			if l.Digest != "" {
+				used[l.Digest] = true
+			}
+		}
+	}
+	for d, hs := range x.HashLists {
+		fail := func(format string, args ...any) error {
+			return &ChainError{Chain: -1, Version: -1, Reason: "hash list " + d + ": " + fmt.Sprintf(format, args...)}
+		}
+		if !used[d] {
+			return fail("no event of the export carries its digest")
+		}
+		for i, h := range hs {
+			if !isHex(h, 64) {
+				return fail("entry %d is not 64 lowercase hex digits", i)
+			}
+			if i > 0 && hs[i-1] >= h {
+				return fail("not sorted, or an entry appears twice")
+			}
+		}
+		if HashesDigest(hs) != d {
+			return fail("its digest is %s", HashesDigest(hs))
+		}
+	}
+	return nil
 }
 
 // chainFields are the fields of a version's grain that the chain checks
@@ -256,6 +312,7 @@ func checkChain(x *HistoryExport, i int, leaves []*Leaf, seen map[string]bool) e
 	created := map[link]*Leaf{}
 	createdAt := map[link]int{} // event position
 	listed := map[string][]EventType{}
+	erasedBy := map[string]bool{} // fingerprints the key.erase events name
 	for k, l := range leaves {
 		if l.Memory != x.Memory {
 			return fail(-1, "event %d belongs to memory %q", k, l.Memory)
@@ -274,11 +331,28 @@ func checkChain(x *HistoryExport, i int, leaves []*Leaf, seen map[string]bool) e
 			created[ln], createdAt[ln] = l, k
 			continue
 		}
-		if len(l.Hashes) > 0 && !slices.ContainsFunc(l.Hashes, func(h string) bool { _, ok := pos[h]; return ok }) {
+		if l.Type == EventKeyErase {
+			for _, f := range l.KeyFingerprints {
+				erasedBy[f] = true
+			}
+		}
+		hs := l.Hashes
+		if l.Digest != "" {
+			var ok bool
+			if hs, ok = x.HashLists[l.Digest]; !ok {
+				return fail(-1, "%s event %d carries digest %s, and the export has no hash list for it", l.Type, k, l.Digest)
+			}
+			if l.Count == nil || *l.Count != uint64(len(hs)) {
+				return fail(-1, "%s event %d counts %d hashes, its hash list has %d", l.Type, k, l.GrainCount(), len(hs))
+			}
+		}
+		if len(hs) > 0 && !slices.ContainsFunc(hs, func(h string) bool { _, ok := pos[h]; return ok }) {
 			return fail(-1, "%s event %d names no version of the chain", l.Type, k)
 		}
-		for _, h := range l.Hashes {
-			listed[h] = append(listed[h], l.Type)
+		for _, h := range hs {
+			if _, ok := pos[h]; ok {
+				listed[h] = append(listed[h], l.Type)
+			}
 		}
 	}
 	lastEvent := -1
@@ -315,6 +389,14 @@ func checkChain(x *HistoryExport, i int, leaves []*Leaf, seen map[string]bool) e
 			}
 		} else if v.SupersededAt != nil || v.SupersededByActor != "" {
 			return fail(j, "superseded_at without superseded_by")
+		}
+		if len(v.ErasedBy) > 0 && v.State != VersionErased {
+			return fail(j, "a %s version has erased_by", v.State)
+		}
+		for _, f := range v.ErasedBy {
+			if !erasedBy[f] {
+				return fail(j, "erased by key %s, and no key.erase event of the chain names it", f)
+			}
 		}
 		switch v.State {
 		case VersionCurrent, VersionSuperseded:
@@ -367,7 +449,8 @@ func checkChain(x *HistoryExport, i int, leaves []*Leaf, seen map[string]bool) e
 }
 
 // ChainError reports a version chain of a history export that is not
-// consistent: Chain and Version (-1 for the chain as a whole) locate it.
+// consistent: Chain and Version (-1 for the chain as a whole) locate it;
+// Chain is -1 for a hash list of the export.
 type ChainError struct {
 	Chain, Version int
 	Hash           string
@@ -375,6 +458,9 @@ type ChainError struct {
 }
 
 func (e *ChainError) Error() string {
+	if e.Chain < 0 { // the export as a whole
+		return fmt.Sprintf("%s: %s", e.Check(), e.Reason)
+	}
 	if e.Version < 0 {
 		return fmt.Sprintf("%s: chain %d: %s", e.Check(), e.Chain, e.Reason)
 	}

@@ -182,6 +182,9 @@ func runVerifyExport(ctx context.Context, args []string, stdout, stderr io.Write
 		states := make([]string, len(c.Versions))
 		for j, ver := range c.Versions {
 			states[j] = ver.Hash[:12] + " " + ver.State
+			if len(ver.ErasedBy) > 0 {
+				states[j] += " (key " + ver.ErasedBy[0][:12] + ")"
+			}
 		}
 		fmt.Fprintf(stdout, "chain %d: %s\n", i, strings.Join(states, " -> "))
 	}

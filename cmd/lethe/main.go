@@ -358,7 +358,7 @@ Usage:
                                            open a history export and verify it offline
   lethe serve [--addr HOST:PORT] [--config FILE]
                                            serve the HTTP API (see 'lethe serve --help')
-  lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase]
+  lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase] [--allow-requests]
                                            serve MCP tools over stdio (see 'lethe mcp --help')
   lethe token create --role R [--memory M] [--scope P] | list | revoke ID
                                            manage API tokens

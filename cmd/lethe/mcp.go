@@ -16,11 +16,13 @@ import (
 	lethemcp "github.com/lethe-io/lethe/internal/mcp"
 )
 
-const mcpUsage = `Usage: lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase] [--policy FILE]
+const mcpUsage = `Usage: lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase] [--allow-requests] [--policy FILE]
 
 Serve the Model Context Protocol over stdin and stdout, for an AI agent's MCP
 client: tools add, recall, supersede, history and forget (with dry_run), and
-with --allow-erase forget_user and erase_scope; resources
+with --allow-erase forget_user and erase_scope, with --allow-requests the
+erasure request workflow (erasure_request_create, _list, _show, _approve,
+_reject, _execute; four eyes: the filer cannot approve); resources
 lethe://MEMORY/grains/HASH and lethe://MEMORY/grains/HASH/history. It works on
 the embedded store (--data), or with --server URL --token-file F through the
 API, with that token's roles and scopes. 'lethe serve' offers the same
@@ -30,6 +32,7 @@ Flags:
   --lock-namespace NS    confine every call to namespace NS (adds get it)
   --lock-scope PATH      confine every call to scope PATH and below (adds get it)
   --allow-erase          offer the crypto-erasure tools forget_user and erase_scope
+  --allow-requests       offer the erasure request tools (erasure_request_*)
   --policy FILE          the embedded store's forgetting policy (default: the built-in one)
   --memory M             the session's memory (default "default")
   --data DIR, --postgres DSN, --server URL, --token-file F   as for every command
@@ -39,6 +42,7 @@ Flags:
 type mcpStore interface {
 	lethemcp.Library
 	lethemcp.Eraser
+	lethemcp.Requester
 }
 
 var (
@@ -51,6 +55,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	lockNS := fs.String("lock-namespace", "", "")
 	lockScope := fs.String("lock-scope", "", "")
 	allowErase := fs.Bool("allow-erase", false, "")
+	allowRequests := fs.Bool("allow-requests", false, "")
 	policyFile := fs.String("policy", "", "")
 	help := fs.Bool("help", false, "")
 	pos, err := parse(fs, args)
@@ -95,6 +100,9 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	if *allowErase {
 		cfg.Eraser = store
 	}
+	if *allowRequests {
+		cfg.Requester = store
+	}
 	s, err := lethemcp.New(cfg)
 	if err != nil {
 		return usagef("mcp: %v", err)
@@ -117,6 +125,9 @@ type mcpServeConfig struct {
 	// AllowErase offers forget_user and erase_scope at /mcp (the token
 	// still needs the dpo role).
 	AllowErase bool `yaml:"allow_erase"`
+	// AllowRequests offers the erasure request tools at /mcp (the token
+	// still needs the dpo role; four eyes as on the REST routes).
+	AllowRequests bool `yaml:"allow_requests"`
 }
 
 // withMCP returns the API for cfg with the MCP streamable HTTP transport at
@@ -139,7 +150,7 @@ func withMCP(cfg api.Config, mc mcpServeConfig, policy *lethe.Policy) (*api.Serv
 				c := &client{base: "http://lethe.loopback", token: secret, hc: &http.Client{Transport: lb}}
 				return c, c, nil
 			},
-			AllowErase: mc.AllowErase, Policy: policy, Version: version, Logger: cfg.Logger,
+			AllowErase: mc.AllowErase, AllowRequests: mc.AllowRequests, Policy: policy, Version: version, Logger: cfg.Logger,
 		}, &lethemcp.HandlerOptions{MaxBody: cfg.MaxBody})
 		if err != nil {
 			return nil, err

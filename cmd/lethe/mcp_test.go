@@ -545,3 +545,68 @@ func TestServeConfigMCP(t *testing.T) {
 		t.Error("an unknown mcp key was accepted")
 	}
 }
+
+// TestMCPHTTPRequests drives the erasure request tools at /mcp with the
+// SDK's streamable HTTP client: each call goes through the REST routes
+// with the session's token, so the dpo role and four eyes apply as they do
+// there. One DPO files, cannot approve its own request, a second DPO
+// approves, the first executes; other roles are refused and change nothing.
+func TestMCPHTTPRequests(t *testing.T) {
+	ctx := context.Background()
+	m := newMCPHTTP(t, mcpServeConfig{AllowRequests: true})
+	h, err := m.db.Add(ctx, lethe.Grain{Type: "fact", Content: "about u9", UserID: "u9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dpoSecret, dpoTok := m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO}})
+	secondSecret, secondTok := m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO}})
+	dpo, second := m.connect(t, dpoSecret), m.connect(t, secondSecret)
+	if got := toolNames(t, dpo); !slices.Contains(got, "erasure_request_create") || slices.Contains(got, "forget_user") {
+		t.Errorf("tools with allow_requests only: %v", got)
+	}
+	filed := structured[lethemcp.RequestCreateOutput](t, callTool(t, dpo, "erasure_request_create",
+		args{"user_id": "u9", "reason": "data_subject_request", "reference": "T-9"}), false)
+	id := filed.Request.ID
+	if filed.Request.RequestedBy != dpoTok.ID || filed.Preview == nil || filed.Preview.Count != 1 {
+		t.Fatalf("create over /mcp: %+v %+v", filed.Request, filed.Preview)
+	}
+	// Other roles: refused by the API, before anything changes.
+	for _, roles := range [][]auth.Role{{auth.Reader, auth.Writer}, {auth.Auditor}} {
+		other := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: roles})))
+		for _, c := range []struct {
+			tool string
+			a    args
+		}{{"erasure_request_create", args{"user_id": "u9", "reason": "other", "reference": "T"}},
+			{"erasure_request_list", args{}}, {"erasure_request_show", args{"id": id}},
+			{"erasure_request_approve", args{"id": id}}, {"erasure_request_execute", args{"id": id}},
+			{"erasure_request_reject", args{"id": id}}} {
+			if code := errorCode(t, callTool(t, other, c.tool, c.a)); code != "forbidden" {
+				t.Errorf("%v %s: %s, want forbidden", roles, c.tool, code)
+			}
+		}
+	}
+	if code := errorCode(t, callTool(t, dpo, "erasure_request_approve", args{"id": id})); code != "four_eyes" {
+		t.Errorf("self-approval over /mcp: %s, want four_eyes", code)
+	}
+	if code := errorCode(t, callTool(t, dpo, "erasure_request_execute", args{"id": id})); code != "invalid_state" {
+		t.Errorf("execute before approval: %s, want invalid_state", code)
+	}
+	if _, err := m.db.Get(ctx, "", h); err != nil {
+		t.Fatalf("a refused call erased: %v", err)
+	}
+	approved := structured[lethemcp.RequestOutput](t, callTool(t, second, "erasure_request_approve", args{"id": id}), false)
+	if approved.Request.Status != "approved" || approved.Request.ApprovedBy != secondTok.ID {
+		t.Errorf("approve over /mcp: %+v", approved.Request)
+	}
+	out := structured[lethemcp.ErasureOutput](t, callTool(t, dpo, "erasure_request_execute", args{"id": id}), false)
+	if out.Count != 1 || out.EventID == "" {
+		t.Errorf("execute over /mcp: %+v", out)
+	}
+	list := structured[lethemcp.RequestListOutput](t, callTool(t, second, "erasure_request_list", args{"status": "executed"}), false)
+	if list.Count != 1 || list.Requests[0].ID != id || list.Requests[0].ExecutedBy != dpoTok.ID {
+		t.Errorf("list executed over /mcp: %+v", list)
+	}
+	if _, err := m.db.Get(ctx, "", h); lethe.ErrorCode(err) == "" {
+		t.Error("the erased user's grain still reads")
+	}
+}

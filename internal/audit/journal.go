@@ -18,6 +18,11 @@ type Event struct {
 	Memory string
 	Type   string
 	Leaf   []byte
+	// Hashes is, for an event whose leaf carries the count and digest of
+	// more than MaxLeafHashes grain hashes instead of the hashes, the full
+	// list: the store keeps it so that a history export can show a
+	// verifier which hashes the digest covers. Nil otherwise.
+	Hashes []string
 }
 
 // Committed is an event the outbox holds: its leaf and, once the
@@ -109,7 +114,7 @@ func (j *Journal) Event(ctx context.Context, typ proofs.EventType, memory string
 // Bulk builds an event about many grains of a policy run: their hashes,
 // or their count and digest (a count of 0 when there are none).
 func (j *Journal) Bulk(ctx context.Context, typ proofs.EventType, memory, policy, reason string, hashes []string) (Event, error) {
-	return j.Event(ctx, typ, memory, func(l *proofs.Leaf) {
+	ev, err := j.Event(ctx, typ, memory, func(l *proofs.Leaf) {
 		SetHashes(l, hashes)
 		if len(hashes) == 0 {
 			var zero uint64
@@ -117,6 +122,8 @@ func (j *Journal) Bulk(ctx context.Context, typ proofs.EventType, memory, policy
 		}
 		l.Policy, l.Reason = policy, reason
 	})
+	KeepHashes(&ev, hashes)
+	return ev, err
 }
 
 // Refusals builds one erasure.refused event per hold (by id) that kept
@@ -168,6 +175,15 @@ func SetHashes(l *proofs.Leaf, hashes []string) {
 	}
 	n := uint64(len(hashes))
 	l.Count, l.Digest = &n, proofs.HashesDigest(hashes)
+}
+
+// KeepHashes records on ev the hashes SetHashes gave its leaf, when the
+// leaf carries their digest instead (more than MaxLeafHashes): the store
+// keeps them with the event (see Event.Hashes).
+func KeepHashes(ev *Event, hashes []string) {
+	if len(hashes) > MaxLeafHashes {
+		ev.Hashes = hashes
+	}
 }
 
 // Receipt is what an audited destructive call returns: the event, and its

@@ -90,6 +90,7 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 				l.Reason = "protection_override"
 			}
 		})
+		audit.KeepHashes(&ev, d.Hashes)
 		leaf, eventID = ev.Leaf, ev.ID
 		return []store.Event{ev}, err
 	}

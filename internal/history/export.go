@@ -28,6 +28,7 @@ import (
 type Store interface {
 	MemoryEvents(ctx context.Context, memory string, types []string) ([]store.MemoryEvent, error)
 	Versions(ctx context.Context, memory string, hashes []string) (map[string]store.Version, error)
+	BulkHashes(ctx context.Context, memory string) (map[string][]string, error)
 }
 
 var _ Store = (*store.DB)(nil)
@@ -189,6 +190,12 @@ func (x *Exporter) Export(ctx context.Context, req Request) (*Export, error) {
 				return nil, audit.DomainError(err)
 			}
 			hc.Events = append(hc.Events, proofs.HistoryEvent{Type: e.Leaf.Type, Proof: p})
+			if e.Leaf.Digest != "" {
+				if doc.HashLists == nil {
+					doc.HashLists = map[string][]string{}
+				}
+				doc.HashLists[e.Leaf.Digest] = Sorted(e.Hashes)
+			}
 		}
 		for _, v := range c.Versions {
 			hashes = append(hashes, v.Hash)
@@ -283,13 +290,17 @@ func (x *Exporter) chains(ctx context.Context, memory string, rows storeRows, se
 	if err != nil {
 		return nil, err
 	}
+	bulk, err := x.cfg.Store.BulkHashes(ctx, memory)
+	if err != nil {
+		return nil, err
+	}
 	events := make([]Event, 0, len(evs))
 	for _, e := range evs {
 		l, err := proofs.ParseLeaf(e.Leaf)
 		if err != nil {
 			return nil, grains.Wrap(grains.CodeInternal, "read audit event", err)
 		}
-		events = append(events, Event{Order: e.Order, ID: e.EventID, Raw: e.Leaf, Leaf: l, Index: uint64(e.Seq), Sequenced: e.Sequenced})
+		events = append(events, Event{Order: e.Order, ID: e.EventID, Raw: e.Leaf, Leaf: l, Index: uint64(e.Seq), Sequenced: e.Sequenced, Hashes: bulk[e.EventID]})
 	}
 	return Chains(ctx, rows, events, seeds)
 }
@@ -308,7 +319,12 @@ func (r storeRows) Rows(ctx context.Context, hashes []string) (map[string]Row, e
 	}
 	out := make(map[string]Row, len(vs))
 	for h, v := range vs {
-		row := Row{Supersedes: v.Row.Supersedes, SupersededBy: v.Row.SupersededBy, Erased: v.Erased, KeyFingerprints: v.KeyFingerprints}
+		if v.Row == nil { // deleted by the cleaner after an erasure
+			out[h] = Row{Erased: true, Deleted: true, KeyFingerprints: v.KeyFingerprints, Destroyed: v.Destroyed}
+			continue
+		}
+		row := Row{Supersedes: v.Row.Supersedes, SupersededBy: v.Row.SupersededBy, Erased: v.Erased,
+			KeyFingerprints: v.KeyFingerprints, Destroyed: v.Destroyed}
 		if !v.Erased && !r.withhold {
 			r.x.cfg.Opener.Observe([]store.GrainRow{*v.Row})
 			g, err := r.x.cfg.Opener.Open(ctx, v.Row)

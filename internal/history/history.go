@@ -20,11 +20,12 @@
 //
 // A chain's events are its grain.supersede events, the grain.forget,
 // grain.purge and grain.archive events listing one of its hashes, and the
-// key.erase events naming the fingerprint of a key of one of its rows. An
-// erased version whose row the cleaner has already deleted has no known key,
-// so its key.erase event is not found; the version still shows as erased.
-// Bulk events past 256 hashes list a digest, not hashes, and are not found
-// either.
+// key.erase events naming the fingerprint of a destroyed key of one of its
+// versions. An erased version whose row the cleaner has deleted is known by
+// the link the cleaner left (its hash and the erasure key's fingerprint), so
+// its key.erase event is still found. Bulk events past 256 hashes carry a
+// digest, not hashes, in their leaf; the store keeps their hash lists
+// ([Event].Hashes), which find them and let a verifier check the digest.
 package history
 
 import (
@@ -51,6 +52,9 @@ type Event struct {
 	Leaf      *proofs.Leaf
 	Index     uint64
 	Sequenced bool
+	// Hashes is the full hash list of a bulk event whose leaf carries a
+	// digest instead; nil otherwise.
+	Hashes []string
 }
 
 // Row is what the store holds about a version: its links and state, and
@@ -59,6 +63,12 @@ type Row struct {
 	Supersedes, SupersededBy string
 	Erased                   bool
 	KeyFingerprints          []string
+	// Destroyed are the fingerprints of the destroyed keys of an erased
+	// version.
+	Destroyed []string
+	// Deleted is set for an erased version whose row the cleaner deleted:
+	// only Erased and Destroyed are known, the links come from the log.
+	Deleted bool
 	// Fields is the grain's JSON, nil when Erased.
 	Fields json.RawMessage
 }
@@ -164,7 +174,11 @@ func index(events []Event) *eventIndex {
 				ix.keyErase[f] = append(ix.keyErase[f], e)
 			}
 		default:
-			for _, h := range l.Hashes {
+			hs := l.Hashes
+			if l.Digest != "" {
+				hs = e.Hashes
+			}
+			for _, h := range hs {
 				ix.listing[h] = append(ix.listing[h], e)
 			}
 		}
@@ -195,7 +209,7 @@ func (ix *eventIndex) chain(members map[string]bool, known map[string]Row) Chain
 	for _, h := range hashes {
 		v := proofs.HistoryVersion{Hash: h}
 		r, ok := known[h]
-		if ok {
+		if ok && !r.Deleted {
 			v.Supersedes, v.SupersededBy = r.Supersedes, r.SupersededBy
 		} else {
 			if e := ix.creator[h]; e != nil {
@@ -223,6 +237,14 @@ func (ix *eventIndex) chain(members map[string]bool, known map[string]Row) Chain
 			v.State = proofs.VersionErased
 		default:
 			v.State = proofs.VersionForgotten
+		}
+		if v.State == proofs.VersionErased {
+			for _, f := range r.Destroyed {
+				if len(ix.keyErase[f]) > 0 && !slices.Contains(v.ErasedBy, f) {
+					v.ErasedBy = append(v.ErasedBy, f)
+				}
+			}
+			sort.Strings(v.ErasedBy)
 		}
 		c.Versions = append(c.Versions, v)
 		if e := ix.creator[h]; e != nil {
@@ -259,6 +281,14 @@ func Latest(chains []Chain) *Event {
 		}
 	}
 	return last
+}
+
+// Sorted returns a sorted copy of hashes: a bulk event's list as
+// [proofs.HashesDigest] hashes it.
+func Sorted(hashes []string) []string {
+	out := slices.Clone(hashes)
+	slices.Sort(out)
+	return out
 }
 
 // Truncate returns t in UTC at whole seconds, the precision of leaf times.

@@ -111,7 +111,21 @@ func TestChains(t *testing.T) {
 			wantEvents: []string{"grain.supersede,key.erase"},
 		},
 		{
-			name: "erased and cleaned up: erased, without its key.erase",
+			name: "erased and cleaned up: linked to its key.erase by the cleaner's link",
+			rows: rows{
+				h("a"): {Erased: true, Deleted: true, KeyFingerprints: []string{h("f")}, Destroyed: []string{h("f")}},
+				h("b"): {Erased: true, Deleted: true, KeyFingerprints: []string{h("f")}, Destroyed: []string{h("f")}},
+			},
+			log: func(l *log) {
+				l.supersede(h("a"), h("b"), "t1")
+				l.add(proofs.EventKeyErase, "dpo", func(lf *proofs.Leaf) { lf.KeyFingerprints = []string{h("f")} })
+			},
+			seeds:      []string{h("a")},
+			want:       []string{"a:erased b:erased"},
+			wantEvents: []string{"grain.supersede,key.erase"},
+		},
+		{
+			name: "erased and cleaned up before the links were kept: erased, without its key.erase",
 			log: func(l *log) {
 				l.supersede(h("a"), h("b"), "t1")
 				l.add(proofs.EventKeyErase, "dpo", func(lf *proofs.Leaf) { lf.KeyFingerprints = []string{h("f")} })
@@ -119,6 +133,26 @@ func TestChains(t *testing.T) {
 			seeds:      []string{h("a")},
 			want:       []string{"a:erased b:erased"},
 			wantEvents: []string{"grain.supersede"},
+		},
+		{
+			name: "a bulk forget found through its stored hash list",
+			log: func(l *log) {
+				l.supersede(h("a"), h("b"), "t1")
+				list := []string{h("b"), h("x"), h("y")}
+				l.add(proofs.EventGrainForget, "dpo", func(lf *proofs.Leaf) {
+					n := uint64(len(list))
+					lf.Count, lf.Digest = &n, proofs.HashesDigest(list)
+				})
+				(*l)[len(*l)-1].Hashes = list
+				// Without its list, a bulk event names nothing.
+				l.add(proofs.EventGrainPurge, "local", func(lf *proofs.Leaf) {
+					n := uint64(300)
+					lf.Count, lf.Digest = &n, proofs.HashesDigest([]string{h("a")})
+				})
+			},
+			seeds:      []string{h("a")},
+			want:       []string{"a:erased b:forgotten"},
+			wantEvents: []string{"grain.supersede,grain.forget"},
 		},
 		{
 			name: "an erased successor, superseded again from the old version",
@@ -195,5 +229,35 @@ func TestChainLinks(t *testing.T) {
 	}
 	if _, err := Chains(context.Background(), failing{}, l, []string{h("a")}); err == nil {
 		t.Error("a store error was swallowed")
+	}
+}
+
+// TestErasedBy checks that an erased version names the destroyed keys that
+// a key.erase event of the log names, whether its row remains or only the
+// cleaner's link does, and that a readable version names none.
+func TestErasedBy(t *testing.T) {
+	var l log
+	l.supersede(h("a"), h("b"), "t1")
+	l.supersede(h("b"), h("c"), "t1")
+	l.add(proofs.EventKeyErase, "dpo", func(lf *proofs.Leaf) { lf.KeyFingerprints = []string{h("f"), h("g")} })
+	r := rows{
+		h("a"): {Erased: true, Deleted: true, KeyFingerprints: []string{h("f")}, Destroyed: []string{h("f")}},
+		// h("e") was destroyed, but no event of this memory names it.
+		h("b"): {Supersedes: h("a"), SupersededBy: h("c"), Erased: true, KeyFingerprints: []string{h("f"), h("g"), h("e")},
+			Destroyed: []string{h("g"), h("f"), h("e")}},
+		h("c"): {Supersedes: h("b"), Fields: []byte(`{}`), KeyFingerprints: []string{h("k")}},
+	}
+	got, err := Chains(context.Background(), r, l, []string{h("c")})
+	if err != nil || len(got) != 1 || len(got[0].Versions) != 3 {
+		t.Fatal(err, got)
+	}
+	want := [][]string{{h("f")}, {h("f"), h("g")}, nil}
+	for i, v := range got[0].Versions {
+		if strings.Join(v.ErasedBy, ",") != strings.Join(want[i], ",") {
+			t.Errorf("version %d erased by %v, want %v", i, v.ErasedBy, want[i])
+		}
+	}
+	if types(got[0]) != "grain.supersede,grain.supersede,key.erase" {
+		t.Errorf("events %s", types(got[0]))
 	}
 }

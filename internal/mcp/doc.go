@@ -6,7 +6,13 @@
 //
 // add, recall, supersede, history and forget are always offered;
 // forget_user and erase_scope (crypto-erasure) only when [Config.Eraser] is
-// set (the --allow-erase flag). Every tool has a JSON Schema for its input
+// set (the --allow-erase flag); the erasure request workflow
+// (erasure_request_create, _list, _show, _approve, _reject, _execute) only
+// when [Config.Requester] is set (--allow-requests). Its four-eyes rule is
+// the library's: the actor that filed a request cannot approve it, so over
+// HTTP a second token approves, and on the embedded store (one actor,
+// "local") approval comes from outside the session. A locked session cannot
+// use the request tools. Every tool has a JSON Schema for its input
 // and for its structured result, and annotations that say what it does:
 // readOnlyHint on recall and history, destructiveHint on forget and the
 // erasures, idempotentHint on add (a duplicate returns the existing hash)

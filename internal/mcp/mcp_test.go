@@ -113,7 +113,7 @@ func TestToolsAndSchemas(t *testing.T) {
 	for _, erase := range []bool{false, true} {
 		cfg := mcp.Config{Library: db}
 		if erase {
-			cfg.Eraser = db
+			cfg.Eraser, cfg.Requester = db, db
 		}
 		cs := connect(t, cfg)
 		res, err := cs.ListTools(context.Background(), nil)
@@ -129,7 +129,9 @@ func TestToolsAndSchemas(t *testing.T) {
 		slices.Sort(names)
 		want := []string{"add", "forget", "history", "recall", "supersede"}
 		if erase {
-			want = []string{"add", "erase_scope", "forget", "forget_user", "history", "recall", "supersede"}
+			want = []string{"add", "erase_scope", "erasure_request_approve", "erasure_request_create", "erasure_request_execute",
+				"erasure_request_list", "erasure_request_reject", "erasure_request_show", "forget", "forget_user", "history",
+				"recall", "supersede"}
 		}
 		if !slices.Equal(names, want) {
 			t.Fatalf("erase=%v: tools %v, want %v", erase, names, want)
@@ -141,6 +143,9 @@ func TestToolsAndSchemas(t *testing.T) {
 			{"add", false, false, true}, {"recall", true, false, true}, {"supersede", false, false, true},
 			{"history", true, false, true}, {"forget", false, true, false},
 			{"forget_user", false, true, false}, {"erase_scope", false, true, false},
+			{"erasure_request_create", false, false, false}, {"erasure_request_list", true, false, true},
+			{"erasure_request_show", true, false, true}, {"erasure_request_approve", false, false, false},
+			{"erasure_request_reject", false, true, false}, {"erasure_request_execute", false, true, false},
 		} {
 			tl := tools[tc.name]
 			if tl == nil {
@@ -713,5 +718,84 @@ func TestSearchTools(t *testing.T) {
 				t.Errorf("recall %v after ada's erasure returns her grain", q)
 			}
 		}
+	}
+}
+
+// TestRequestTools drives the erasure request tools through the SDK
+// client on the embedded store, whose every call is the one principal
+// "local": it files, lists, shows and rejects, but cannot approve its own
+// request (four eyes); once a second principal approved through the
+// library, execute erases with its proof.
+func TestRequestTools(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	h, err := db.Add(ctx, lethe.Grain{Type: "fact", Content: "about u7", UserID: "u7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := connect(t, mcp.Config{Library: db}).CallTool(ctx, &sdk.CallToolParams{Name: "erasure_request_create",
+		Arguments: m{"user_id": "u7", "reason": "other", "reference": "T-1"}}); err == nil {
+		t.Error("erasure_request_create answered without a Requester")
+	}
+	s := connect(t, mcp.Config{Library: db, Requester: db})
+	due := time.Now().UTC().Add(10 * 24 * time.Hour).Truncate(time.Second)
+	filed := ok[mcp.RequestCreateOutput](t, s, "erasure_request_create",
+		m{"user_id": "u7", "reason": "data_subject_request", "reference": "T-100", "due": due.Format(time.RFC3339)})
+	r := filed.Request
+	if r == nil || r.Status != "pending" || r.RequestedBy != "local" || r.Reference != "T-100" || filed.SubjectNonce == "" ||
+		!r.Due.Equal(due) || filed.Preview == nil || filed.Preview.Count != 1 {
+		t.Fatalf("create: %+v %+v", r, filed.Preview)
+	}
+	if strings.Contains(text(call(t, s, "erasure_request_show", m{"id": r.ID})), "u7") {
+		t.Error("a request's JSON names its subject")
+	}
+	for _, c := range []struct {
+		tool string
+		args m
+		code string
+	}{
+		{"erasure_request_approve", m{"id": r.ID}, "four_eyes"},
+		{"erasure_request_execute", m{"id": r.ID}, "invalid_state"},
+		{"erasure_request_create", m{"user_id": "u7", "scope": "a", "reason": "other", "reference": "T"}, "invalid_argument"},
+		{"erasure_request_create", m{"user_id": "u7", "reason": "because", "reference": "T"}, "invalid_argument"},
+		{"erasure_request_create", m{"user_id": "u7", "reason": "other", "reference": "T", "due": "tomorrow"}, "invalid_argument"},
+		{"erasure_request_list", m{"due_before": "soon"}, "invalid_argument"},
+		{"erasure_request_show", m{"id": "nope"}, "invalid_argument"},
+		{"erasure_request_show", m{"id": strings.Repeat("0", 32)}, "not_found"},
+	} {
+		if e := failed(t, s, c.tool, c.args); e.Code != c.code {
+			t.Errorf("%s %v: %+v, want %s", c.tool, c.args, e, c.code)
+		}
+	}
+	if l := ok[mcp.RequestListOutput](t, s, "erasure_request_list", m{"status": "pending"}); l.Count != 1 || l.Requests[0].ID != r.ID {
+		t.Errorf("list pending: %+v", l)
+	}
+	if _, err := db.Get(ctx, "", h); err != nil {
+		t.Fatalf("a refused call erased: %v", err)
+	}
+	// A second request, rejected: its subject is gone, nothing erased.
+	other := ok[mcp.RequestCreateOutput](t, s, "erasure_request_create", m{"user_id": "u7", "reason": "other", "reference": "T-101"})
+	if got := ok[mcp.RequestOutput](t, s, "erasure_request_reject", m{"id": other.Request.ID}); got.Request.Status != "rejected" {
+		t.Errorf("reject: %+v", got.Request)
+	}
+	// Four eyes: a second principal approves, then the session executes.
+	if _, err := db.ApproveErasureRequest(lethe.WithActor(ctx, "tok-second-dpo"), "", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	out := ok[mcp.ErasureOutput](t, s, "erasure_request_execute", m{"id": r.ID})
+	if out.Count != 1 || out.EventID == "" || out.KeyFingerprint == "" {
+		t.Errorf("execute: %+v", out)
+	}
+	if got := ok[mcp.RequestOutput](t, s, "erasure_request_show", m{"id": r.ID}); got.Request.Status != "executed" ||
+		got.Request.ApprovedBy != "tok-second-dpo" || got.Request.EventID != out.EventID {
+		t.Errorf("show after execute: %+v", got.Request)
+	}
+	if _, err := db.Get(ctx, "", h); lethe.ErrorCode(err) == "" {
+		t.Error("the erased user's grain still reads")
+	}
+	// A locked session cannot use them.
+	locked := connect(t, mcp.Config{Library: db, Requester: db, LockScope: "acme"})
+	if e := failed(t, locked, "erasure_request_list", m{}); e.Code != "forbidden" {
+		t.Errorf("locked list: %+v", e)
 	}
 }

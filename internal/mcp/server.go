@@ -54,6 +54,12 @@ type Config struct {
 	// when AllowErase is set; Resolve may then return an Eraser.
 	Resolve    func(header http.Header) (Library, Eraser, error)
 	AllowErase bool
+	// Requester, when set, adds the erasure_request_* tools (the four-eyes
+	// erasure request workflow). With Resolve, they are offered when
+	// AllowRequests is set, and each call uses the resolved Library, which
+	// must then implement Requester.
+	Requester     Requester
+	AllowRequests bool
 	// Memory is the session's memory (default "default"); a call may name
 	// another unless a lock is set.
 	Memory string
@@ -124,6 +130,9 @@ func instructions(cfg *Config) string {
 		"the history), and delete them with forget. Protected grains (pinned, protected types such as caveat and goal, " +
 		"high importance) are never forgotten here: forget answers preserved: true. Use dry_run to preview a forget.")
 	fmt.Fprintf(&b, " This session's memory is %q.", cfg.Memory)
+	if cfg.Requester != nil || (cfg.Resolve != nil && cfg.AllowRequests) {
+		b.WriteString(" Erasure requests (erasure_request_*) need four eyes: whoever files a request cannot approve it.")
+	}
 	if cfg.LockNamespace != "" || cfg.LockScope != "" {
 		b.WriteString(" The session is locked to")
 		if cfg.LockNamespace != "" {
@@ -186,6 +195,9 @@ func (h *handlers) bind(extra *sdk.RequestExtra) (*handlers, error) {
 	}
 	c := *h
 	c.cfg.Library, c.cfg.Eraser = lib, er
+	if r, ok := lib.(Requester); ok && h.cfg.AllowRequests {
+		c.cfg.Requester = r
+	}
 	return &c, nil
 }
 

@@ -217,6 +217,9 @@ func (h *handlers) addTools(s *sdk.Server) {
 			"Destroy a scope path's data key: every grain in that scope and below becomes unreadable at once. Returns the signed proof.",
 			false, true, false), h.eraseScope)
 	}
+	if h.requesting() {
+		h.addRequestTools(s)
+	}
 }
 
 func (h *handlers) add(ctx context.Context, req *sdk.CallToolRequest, in AddInput) (*sdk.CallToolResult, *AddOutput, error) {

@@ -92,6 +92,18 @@ func insertEvents(tx *gorm.DB, now int64, evs []Event) error {
 	if err := tx.Create(&rows).Error; err != nil {
 		return translate(err, "write audit event")
 	}
+	for _, e := range evs {
+		if len(e.Hashes) == 0 {
+			continue
+		}
+		b, err := packHashes(e.Hashes)
+		if err != nil {
+			return err
+		}
+		if err := tx.Create(&BulkHashesRow{EventID: e.ID, Memory: e.Memory, Hashes: b}).Error; err != nil {
+			return translate(err, "write bulk event hashes")
+		}
+	}
 	return queueDeliveriesGorm(tx, evs)
 }
 
@@ -100,6 +112,15 @@ func insertEventsPG(ctx context.Context, tx pgx.Tx, now int64, evs []Event) erro
 		if _, err := tx.Exec(ctx, `INSERT INTO audit_events (event_id, memory, type, leaf, created_us) VALUES ($1, $2, $3, $4, $5)`,
 			e.ID, e.Memory, e.Type, e.Leaf, now); err != nil {
 			return err
+		}
+		if len(e.Hashes) > 0 {
+			b, err := packHashes(e.Hashes)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO bulk_hashes (event_id, memory, hashes) VALUES ($1, $2, $3)`, e.ID, e.Memory, b); err != nil {
+				return err
+			}
 		}
 	}
 	if len(evs) == 0 {

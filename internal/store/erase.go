@@ -475,7 +475,7 @@ func (db *DB) cleanupJobTx(tx *gorm.DB, j CleanupJob, limit int) (int, error) {
 		return 0, nil // finished by another cleaner
 	}
 	keyID := strconv.FormatInt(j.KeyID, 10)
-	q := tx.Model(&GrainRow{}).Select("id", "key_chain", "scope", "user_key_id").Where("memory = ?", j.Memory)
+	q := tx.Model(&GrainRow{}).Select("id", "hash", "key_chain", "scope", "user_key_id").Where("memory = ?", j.Memory)
 	switch keys.Kind(j.Kind) {
 	case keys.KindUser:
 		q = q.Where("user_key_id = ?", j.KeyID)
@@ -485,11 +485,13 @@ func (db *DB) cleanupJobTx(tx *gorm.DB, j CleanupJob, limit int) (int, error) {
 	}
 	var rows []struct {
 		ID        int64
+		Hash      string
 		KeyChain  string
 		Scope     string
 		UserKeyID int64
 	}
 	var ids []int64
+	var hashes []string
 	c := counter{}
 	// Scan in id order; rows sealed under newer keys stay.
 	last := int64(0)
@@ -505,11 +507,16 @@ func (db *DB) cleanupJobTx(tx *gorm.DB, j CleanupJob, limit int) (int, error) {
 			last = r.ID
 			if slices.Contains(strings.Split(r.KeyChain, "."), keyID) {
 				ids = append(ids, r.ID)
+				hashes = append(hashes, r.Hash)
 				c.add(r.Scope, r.UserKeyID, -1)
 			}
 		}
 	}
 	if err := deleteIDs(tx, ids); err != nil {
+		return 0, err
+	}
+	// The erasure event stays findable from the deleted versions.
+	if err := linkErased(tx, j.Memory, j.KeyID, hashes); err != nil {
 		return 0, err
 	}
 	if err := adjustCounts(tx, j.Memory, c); err != nil {

@@ -140,7 +140,7 @@ func (db *DB) Ping(ctx context.Context) error {
 // partial unique indexes are created explicitly because their WHERE
 // clauses differ in meaning from plain uniqueness.
 func (db *DB) migrate(ctx context.Context) error {
-	if err := Migrate(ctx, db.gorm, &GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &ScopeGenRow{}, &CleanupJob{}, &CountRow{}, &UserCountRow{}, &HookRow{}, &DeliveryRow{}, &RequestRow{}); err != nil {
+	if err := Migrate(ctx, db.gorm, &GrainRow{}, &TagRow{}, &KeyRow{}, &EventRow{}, &SequenceState{}, &CheckpointRow{}, &HoldRow{}, &EpochRow{}, &ScopeGenRow{}, &CleanupJob{}, &CountRow{}, &UserCountRow{}, &HookRow{}, &DeliveryRow{}, &RequestRow{}, &ErasedGrainRow{}, &BulkHashesRow{}); err != nil {
 		return err
 	}
 	g := db.gorm.WithContext(ctx)
