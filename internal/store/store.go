@@ -66,7 +66,9 @@ type DB struct {
 	keyEvent EventsFunc[keys.Record]
 
 	// scrub and scrubOff: see scrub.go.
-	scrub    scrubState
+	scrub scrubState
+	// wraps: the partitions of data_key_wraps (PostgreSQL); see wraps.go.
+	wraps    wrapState
 	scrubOff atomic.Bool
 
 	// retrieval holds the prepared statement of RecordRetrievals (SQLite).
@@ -148,6 +150,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		return translate(err, "migrate schema")
 	}
 	if err := migrateSearch(g, db.dialect); err != nil {
+		return translate(err, "migrate schema")
+	}
+	if err := db.migrateWraps(ctx); err != nil {
 		return translate(err, "migrate schema")
 	}
 	if db.dialect == Postgres {
