@@ -101,7 +101,8 @@ func (db *DB) liveKeysPG(ctx context.Context, memory string, kind keys.Kind, nam
 // one transaction with the audit events of the keys it created (a batch
 // that brings many new users commits once, not once per user), and returns
 // the live key of each record, in order. The rows go in one multi-row
-// INSERT per 500 keys, and their events in one more.
+// INSERT per 500 keys; the events are what the SetKeyEvent function builds
+// from all the keys created, in one more.
 func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, error) {
 	out := make([]keys.Record, len(rs))
 	var lost []int
@@ -181,7 +182,7 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 				}
 			}
 		}
-		var evs []Event
+		var made []keys.Record
 		bumped := map[string]bool{}
 		for i, r := range rs {
 			if !created[i] {
@@ -193,16 +194,14 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 				}
 				bumped[r.Memory] = true
 			}
-			if db.keyEvent != nil {
-				ev, err := db.keyEvent(ctx, out[i])
-				if err != nil {
-					return err
-				}
-				evs = append(evs, ev...)
-			}
+			made = append(made, out[i])
 		}
-		if len(evs) == 0 {
+		if db.keyEvent == nil || len(made) == 0 {
 			return nil
+		}
+		evs, err := db.keyEvent(ctx, made)
+		if err != nil {
+			return err
 		}
 		return insertEvents(tx, rs[0].CreatedAt.UnixMicro(), evs)
 	})
@@ -244,8 +243,8 @@ func (db *DB) checkUnder(tx *gorm.DB, rs []keys.Record) error {
 }
 
 // SetKeyEvent sets the function that builds the audit events committed with
-// every key creation.
-func (db *DB) SetKeyEvent(fn EventsFunc[keys.Record]) { db.keyEvent = fn }
+// the keys a transaction creates: it gets them all, in creation order.
+func (db *DB) SetKeyEvent(fn EventsFunc[[]keys.Record]) { db.keyEvent = fn }
 
 // KeysByID returns the keys with the given ids.
 func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) {

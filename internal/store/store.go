@@ -63,7 +63,7 @@ type DB struct {
 	analyzeAt atomic.Int64
 	analyzing atomic.Bool
 
-	keyEvent EventsFunc[keys.Record]
+	keyEvent EventsFunc[[]keys.Record]
 
 	// scrub and scrubOff: see scrub.go.
 	scrub scrubState
