@@ -10,6 +10,12 @@
 // scope, scores, flags, timestamps, chain links), the sealed blob, the key
 // chain id, and 16-byte blind tokens. Personal values (user ids, subjects,
 // objects, content, tags, metadata) are never stored outside the blob.
+//
+// A data key row (data_keys) holds the key's memory, kind, name,
+// fingerprint and dates; its wrapped form is in the same row on SQLite and,
+// on PostgreSQL, in data_key_wraps, partitioned by key id so that an
+// erase's scrub rewrites a few thousand rows, not the whole table (see
+// wraps.go and scrub.go).
 package store
 
 import (
