@@ -2,6 +2,7 @@ package lethe
 
 import (
 	"context"
+	"sync"
 
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/proofs"
@@ -63,4 +64,43 @@ func (db *DB) AuditSize(ctx context.Context) (uint64, error) {
 	}
 	size, _, err := db.log.Root(ctx)
 	return size, err
+}
+
+// auditWeights caches, per DB, how far AuditWeight has read the log.
+var auditWeights = struct {
+	sync.Mutex
+	m map[*DB][2]uint64 // leaves read, their weight
+}{m: map[*DB][2]uint64{}}
+
+// AuditWeight drains the outbox into the log and returns its events
+// counted by what they record: a key.create event counts its keys (it
+// lists every key one transaction created, up to 256), any other event
+// one. A model that counts the keys it expects to be created, and the other
+// events, checks the log with it without modelling how creations batch.
+func (db *DB) AuditWeight(ctx context.Context) (uint64, error) {
+	size, err := db.AuditSize(ctx)
+	if err != nil {
+		return 0, err
+	}
+	auditWeights.Lock()
+	defer auditWeights.Unlock()
+	st := auditWeights.m[db]
+	for i := st[0]; i < size; i++ {
+		b, err := db.log.Leaf(ctx, i)
+		if err != nil {
+			return 0, err
+		}
+		l, err := proofs.ParseLeaf(b)
+		if err != nil {
+			return 0, err
+		}
+		if l.Type == proofs.EventKeyCreate {
+			st[1] += uint64(len(l.KeyFingerprints))
+		} else {
+			st[1]++
+		}
+	}
+	st[0] = size
+	auditWeights.m[db] = st
+	return st[1], nil
 }

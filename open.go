@@ -25,7 +25,6 @@ import (
 	"github.com/lethe-io/lethe/internal/sweep"
 	"github.com/lethe-io/lethe/internal/witness"
 	"github.com/lethe-io/lethe/internal/writes"
-	"github.com/lethe-io/lethe/proofs"
 )
 
 // Config configures Open. The zero value is the embedded default: SQLite,
@@ -222,11 +221,24 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: outbox{db.store, db.now}, Log: log, Signer: signer,
 		Origin: cfg.AuditOrigin, Logger: db.logger, Cosign: cosign})
 	db.journal = audit.NewJournal(audit.JournalConfig{Events: db.store, Sequencer: db.seq, Signer: signer, Now: db.now, ProofWait: cfg.ProofWait})
-	db.store.SetKeyEvent(func(ctx context.Context, r keys.Record) ([]store.Event, error) {
-		ev, err := db.journal.Event(ctx, proofs.EventKeyCreate, r.Memory, func(l *proofs.Leaf) {
-			l.KeyFingerprints = []string{r.Fingerprint}
-		})
-		return []store.Event{ev}, err
+	db.store.SetKeyEvent(func(ctx context.Context, rs []keys.Record) ([]store.Event, error) {
+		var memories []string
+		fps := map[string][]string{}
+		for _, r := range rs {
+			if fps[r.Memory] == nil {
+				memories = append(memories, r.Memory)
+			}
+			fps[r.Memory] = append(fps[r.Memory], r.Fingerprint)
+		}
+		var evs []store.Event
+		for _, m := range memories {
+			ev, err := db.journal.KeyCreates(ctx, m, fps[m])
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev...)
+		}
+		return evs, nil
 	})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,7 +107,18 @@ func (s sqliteRaw) tuples(t *testing.T, _ string, needle []byte) []string {
 
 type pgRaw struct{ conn *pgx.Conn }
 
+// pgKeys is data_keys as a query reads it on PostgreSQL: the wrapped forms
+// live in data_key_wraps, a table partitioned by key id.
+const pgKeys = `(SELECT d.id, d.memory, d.kind, d.name, d.fingerprint, d.created_us, d.destroyed_us,
+	COALESCE(w.wrapped, d.wrapped) AS wrapped FROM data_keys d LEFT JOIN data_key_wraps w ON w.key_id = d.id) data_keys`
+
 func (p pgRaw) query(t *testing.T, q string, args ...any) [][]byte {
+	t.Helper()
+	return p.direct(t, strings.ReplaceAll(q, "FROM data_keys ", "FROM "+pgKeys+" "), args...)
+}
+
+// direct is query without the rewrite of data_keys.
+func (p pgRaw) direct(t *testing.T, q string, args ...any) [][]byte {
 	t.Helper()
 	q = pgPlaceholders(q)
 	rows, err := p.conn.Query(context.Background(), q, args...)
@@ -145,10 +157,24 @@ func (p pgRaw) pages(t *testing.T, table string) [][]byte {
 	return p.query(t, `SELECT get_raw_page('`+table+`', 'main', b::int) FROM generate_series(0, pg_relation_size('`+table+`') / current_setting('block_size')::int - 1) b`)
 }
 
+// keyTables are the tables that hold keys: data_keys and the partitions
+// of data_key_wraps.
+func (p pgRaw) keyTables(t *testing.T) []string {
+	t.Helper()
+	out := []string{"data_keys"}
+	for _, b := range p.query(t, `SELECT inhrelid::regclass::text::bytea FROM pg_inherits WHERE inhparent = 'data_key_wraps'::regclass ORDER BY 1`) {
+		out = append(out, string(b))
+	}
+	if len(out) == 1 {
+		t.Fatal("data_key_wraps has no partition")
+	}
+	return out
+}
+
 func (p pgRaw) residue(t *testing.T, needle []byte) []string {
 	t.Helper()
 	var found []string
-	for _, table := range []string{"data_keys", "grains", "grain_tags", "audit_events"} {
+	for _, table := range append(p.keyTables(t), "grains", "grain_tags", "audit_events") {
 		for i, page := range p.pages(t, table) {
 			for _, w := range windows(needle) {
 				if bytes.Contains(page, w) {
@@ -163,14 +189,20 @@ func (p pgRaw) residue(t *testing.T, needle []byte) []string {
 
 func (p pgRaw) tuples(t *testing.T, table string, needle []byte) []string {
 	t.Helper()
+	tables := []string{table}
+	if table == "data_keys" {
+		tables = p.keyTables(t)
+	}
 	var found []string
-	rows := p.query(t, `SELECT t_data FROM generate_series(0, pg_relation_size('`+table+`') / current_setting('block_size')::int - 1) b,
-		LATERAL heap_page_items(get_raw_page('`+table+`', 'main', b::int)) WHERE t_data IS NOT NULL`)
-	for i, d := range rows {
-		for _, w := range windows(needle) {
-			if bytes.Contains(d, w) {
-				found = append(found, fmt.Sprintf("%s tuple %d", table, i))
-				break
+	for _, table := range tables {
+		rows := p.query(t, `SELECT t_data FROM generate_series(0, pg_relation_size('`+table+`') / current_setting('block_size')::int - 1) b,
+			LATERAL heap_page_items(get_raw_page('`+table+`', 'main', b::int)) WHERE t_data IS NOT NULL`)
+		for i, d := range rows {
+			for _, w := range windows(needle) {
+				if bytes.Contains(d, w) {
+					found = append(found, fmt.Sprintf("%s tuple %d", table, i))
+					break
+				}
 			}
 		}
 	}
@@ -307,4 +339,158 @@ func testNoResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 	}
 	mustNot("erased memory key", mk)
 	mustNot("scope key of an erased memory", sk)
+}
+
+// TestKeyWrapsMigration opens a PostgreSQL store laid out as before the
+// wrapped keys left data_keys (wrapped forms in data_keys.wrapped, no
+// data_key_wraps) and checks that it opens, moves them out, scrubs the old
+// copies from data_keys, and keeps working: recalls decrypt, a rotation
+// rewraps, an erase leaves no residue. A key whose wrapped form is still in
+// data_keys after the move (as an instance of the earlier version would
+// write it) is read and, erased, scrubbed from data_keys.
+func TestKeyWrapsMigration(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := lethe.Config{DataDir: dir, PostgresDSN: testenv.Postgres(t)}
+	conn, err := pgx.Connect(ctx, cfg.PostgresDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE EXTENSION IF NOT EXISTS pageinspect`)
+	raw := pgRaw{conn: conn}
+	users := []string{"ann", "bob", "cid", "dan"}
+	add := func(db *lethe.DB, tag string) {
+		t.Helper()
+		var batch []lethe.Grain
+		for i, u := range users {
+			batch = append(batch, lethe.Grain{Type: "fact", Subject: u, Relation: "r", Object: tag + fmt.Sprint(i), UserID: u, Scope: "acme"})
+		}
+		if _, err := db.AddBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recall := func(db *lethe.DB, u string) int {
+		t.Helper()
+		p, err := db.Recall(ctx, lethe.Query{UserID: u})
+		if err != nil {
+			t.Fatalf("recall %s: %v", u, err)
+		}
+		return len(p.Grains)
+	}
+
+	old, err := lethe.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(old, "before")
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The layout before: the wrapped forms in data_keys, no data_key_wraps.
+	exec(`UPDATE data_keys d SET wrapped = w.wrapped FROM data_key_wraps w WHERE w.key_id = d.id`)
+	exec(`DROP TABLE data_key_wraps`)
+	direct := pgRaw{conn: conn}.direct
+	inline := direct(t, `SELECT wrapped FROM data_keys WHERE kind = 'user' AND destroyed_us = 0 ORDER BY id`)
+	if len(inline) != len(users) {
+		t.Fatalf("%d inline user keys, want %d", len(inline), len(users))
+	}
+
+	db := openDB(t, cfg)
+	if n := len(direct(t, `SELECT wrapped FROM data_keys WHERE wrapped IS NOT NULL`)); n != 0 {
+		t.Fatalf("%d wrapped keys left in data_keys", n)
+	}
+	for _, w := range inline {
+		if where := raw.tuples(t, "data_keys", w); len(where) != 1 || !strings.HasPrefix(where[0], "data_key_wraps_") {
+			t.Errorf("a moved key lies in %v, want one tuple of a data_key_wraps partition", where)
+		}
+	}
+	for _, u := range users {
+		if n := recall(db, u); n != 1 {
+			t.Fatalf("recall %s after the migration: %d grains, want 1", u, n)
+		}
+	}
+	add(db, "after")
+	rot, err := db.RotateKEK(ctx, lethe.RotateOptions{Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot.Rewrapped == 0 {
+		t.Fatalf("rotation rewrapped no key: %+v", rot)
+	}
+
+	// Erase a user whose key moved: no residue anywhere.
+	userKeys := func() [][]byte {
+		return raw.query(t, `SELECT wrapped FROM data_keys WHERE kind = 'user' AND destroyed_us = 0 ORDER BY id`)
+	}
+	before := userKeys()
+	if _, err := db.ForgetUser(ctx, "", "ann"); err != nil {
+		t.Fatal(err)
+	}
+	if n := recall(db, "ann"); n != 0 {
+		t.Fatalf("ann recalled %d grains after her erasure", n)
+	}
+	after := userKeys()
+	if len(after) != len(before)-1 {
+		t.Fatalf("%d live user keys after an erasure, want %d", len(after), len(before)-1)
+	}
+	for _, w := range before {
+		if !slices.ContainsFunc(after, func(a []byte) bool { return bytes.Equal(a, w) }) {
+			if where := raw.residue(t, w); len(where) > 0 {
+				t.Errorf("erased key: residue in %v", where)
+			}
+		}
+	}
+
+	// A key written the earlier way after the migration (an instance of
+	// the earlier version): read by an instance that has not cached it,
+	// then erased and scrubbed from data_keys.
+	db2 := openDB(t, cfg)
+	var bobKey int64
+	var bobWrapped []byte
+	for _, w := range after {
+		var id int64
+		if err := conn.QueryRow(ctx, `SELECT key_id FROM data_key_wraps WHERE wrapped = $1`, w).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if bobKey == 0 || id < bobKey {
+			bobKey, bobWrapped = id, w
+		}
+	}
+	exec(`UPDATE data_keys SET wrapped = $1 WHERE id = $2`, bobWrapped, bobKey)
+	exec(`DELETE FROM data_key_wraps WHERE key_id = $1`, bobKey)
+	n := 0
+	for _, u := range users[1:] {
+		n += recall(db2, u)
+	}
+	if n != 6 {
+		t.Fatalf("bob, cid and dan recalled %d grains with one key inline, want 6", n)
+	}
+	erased := ""
+	for _, u := range users[1:] {
+		// Erase users until the inline key is destroyed.
+		if _, err := db2.ForgetUser(ctx, "", u); err != nil {
+			t.Fatal(err)
+		}
+		var destroyed int64
+		if err := conn.QueryRow(ctx, `SELECT destroyed_us FROM data_keys WHERE id = $1`, bobKey).Scan(&destroyed); err != nil {
+			t.Fatal(err)
+		}
+		if destroyed != 0 {
+			erased = u
+			break
+		}
+	}
+	if erased == "" {
+		t.Fatal("no erasure destroyed the inline key")
+	}
+	if where := raw.residue(t, bobWrapped); len(where) > 0 {
+		t.Errorf("erased inline key: residue in %v", where)
+	}
 }

@@ -162,6 +162,26 @@ func (j *Journal) Append(ctx context.Context, evs ...Event) error {
 // change, so it moves them into the log soon.
 func (j *Journal) Committed() { j.seq.Kick() }
 
+// MaxLeafKeyCreates is the most key fingerprints a key.create leaf lists.
+const MaxLeafKeyCreates = 256
+
+// KeyCreates builds the key.create events of keys created together in
+// memory (by fingerprint, in creation order): one per MaxLeafKeyCreates
+// keys, so that a batch bringing a thousand new users appends four leaves,
+// not a thousand.
+func (j *Journal) KeyCreates(ctx context.Context, memory string, fingerprints []string) ([]Event, error) {
+	var evs []Event
+	for start := 0; start < len(fingerprints); start += MaxLeafKeyCreates {
+		part := fingerprints[start:min(start+MaxLeafKeyCreates, len(fingerprints))]
+		ev, err := j.Event(ctx, proofs.EventKeyCreate, memory, func(l *proofs.Leaf) { l.KeyFingerprints = part })
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
 // MaxLeafHashes is the most grain hashes a leaf lists; larger events carry
 // a count and a digest of the sorted list instead.
 const MaxLeafHashes = 256

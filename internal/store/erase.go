@@ -195,12 +195,14 @@ type EraseSpec struct {
 func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (*Erasure, error) {
 	var er *Erasure
 	var xid int64
+	var dirty []string // tables holding the destroyed keys' dead tuples
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		dirty = nil
 		if err := lockMemory(tx, db.dialect, spec.Memory, true); err != nil {
 			return err
 		}
 		if spec.Request != nil {
-			if err := claimRequest(tx, spec.Request); err != nil {
+			if err := db.claimRequest(tx, spec.Request); err != nil {
 				return err
 			}
 		}
@@ -250,7 +252,7 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 			cond, args := db.underPrefix("name", spec.Name)
 			dq = dq.Where("kind = ?", string(keys.KindScope)).Where(cond, args...)
 		}
-		if err := dq.Find(&victims).Error; err != nil {
+		if err := db.keysQ(dq).Find(&victims).Error; err != nil {
 			return translate(err, "read data keys")
 		}
 		ids := make([]int64, 0, len(victims))
@@ -266,6 +268,9 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 		for _, v := range victims {
 			ids = append(ids, v.ID)
 			er.Destroyed = append(er.Destroyed, toRecord(v))
+		}
+		if dirty, err = db.deleteWraps(tx, ids); err != nil {
+			return err
 		}
 		res := tx.Model(&KeyRow{}).Where("id IN ? AND destroyed_us = 0", ids).
 			Updates(map[string]any{"wrapped": nil, "destroyed_us": spec.Now})
@@ -313,14 +318,16 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 			if len(evs) > 0 {
 				t.EventID = evs[0].ID
 			}
-			return finishRequest(tx, t)
+			more, err := db.finishRequest(tx, t)
+			dirty = append(dirty, more...)
+			return err
 		}
 		return nil
 	})
 	if err != nil {
 		return er, translate(err, "erase")
 	}
-	db.noteEraseXID(xid)
+	db.noteDestroyed(xid, dirty)
 	if serr := db.scrubKeys(ctx); serr != nil {
 		// The key is destroyed; only its residue may outlive this call.
 		// The next erase or RetryScrub tries again.

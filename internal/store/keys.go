@@ -28,7 +28,7 @@ func toRecord(r KeyRow) keys.Record {
 // LiveKey returns the live key (memory, kind, name), or keys.ErrNoKey.
 func (db *DB) LiveKey(ctx context.Context, memory string, kind keys.Kind, name string) (keys.Record, error) {
 	var rows []KeyRow
-	err := db.gorm.WithContext(ctx).Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", memory, string(kind), name).
+	err := db.keysQ(db.gorm.WithContext(ctx)).Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", memory, string(kind), name).
 		Limit(1).Find(&rows).Error
 	if err != nil {
 		return keys.Record{}, translate(err, "read data key")
@@ -77,9 +77,10 @@ func (db *DB) LiveKeys(ctx context.Context, memory string, kind keys.Kind, names
 func (db *DB) liveKeysPG(ctx context.Context, memory string, kind keys.Kind, names []string) ([]keys.Record, error) {
 	var out []keys.Record
 	err := db.pgTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT d.id, d.memory, d.kind, d.name, d.wrapped, d.fingerprint, d.created_us, d.destroyed_us
+		rows, err := tx.Query(ctx, `SELECT d.id, d.memory, d.kind, d.name, COALESCE(w.wrapped, d.wrapped), d.fingerprint, d.created_us, d.destroyed_us
 			FROM unnest($3::text[]) AS n(name), LATERAL (SELECT * FROM data_keys
-				WHERE memory = $1 AND kind = $2 AND name = n.name AND destroyed_us = 0 LIMIT 1) d`, memory, string(kind), names)
+				WHERE memory = $1 AND kind = $2 AND name = n.name AND destroyed_us = 0 LIMIT 1) d
+			LEFT JOIN data_key_wraps w ON w.key_id = d.id`, memory, string(kind), names)
 		if err != nil {
 			return err
 		}
@@ -100,10 +101,20 @@ func (db *DB) liveKeysPG(ctx context.Context, memory string, kind keys.Kind, nam
 // one transaction with the audit events of the keys it created (a batch
 // that brings many new users commits once, not once per user), and returns
 // the live key of each record, in order. The rows go in one multi-row
-// INSERT per 500 keys, and their events in one more.
+// INSERT per 500 keys; the events are what the SetKeyEvent function builds
+// from all the keys created, in one more.
 func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, error) {
 	out := make([]keys.Record, len(rs))
 	var lost []int
+	// PostgreSQL: the wrapped forms go to data_key_wraps, whose partitions
+	// must exist before the transaction (see wraps.go).
+	var ids []int64
+	if db.dialect == Postgres {
+		var err error
+		if ids, err = db.reserveKeyIDs(ctx, len(rs)); err != nil {
+			return nil, err
+		}
+	}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		lost = lost[:0]
 		if err := db.checkUnder(tx, rs); err != nil {
@@ -113,14 +124,23 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 		for start := 0; start < len(rs); start += chunk {
 			part := rs[start:min(start+chunk, len(rs))]
 			var sb strings.Builder
-			args := make([]any, 0, 6*len(part))
-			sb.WriteString("INSERT INTO data_keys (memory, kind, name, wrapped, fingerprint, created_us, destroyed_us) VALUES ")
+			args := make([]any, 0, 7*len(part))
+			if ids == nil {
+				sb.WriteString("INSERT INTO data_keys (memory, kind, name, wrapped, fingerprint, created_us, destroyed_us) VALUES ")
+			} else {
+				sb.WriteString("INSERT INTO data_keys (id, memory, kind, name, wrapped, fingerprint, created_us, destroyed_us) VALUES ")
+			}
 			for j, r := range part {
 				if j > 0 {
 					sb.WriteByte(',')
 				}
-				sb.WriteString("(?, ?, ?, ?, ?, ?, 0)")
-				args = append(args, r.Memory, string(r.Kind), r.Name, r.Wrapped, r.Fingerprint, r.CreatedAt.UnixMicro())
+				if ids == nil {
+					sb.WriteString("(?, ?, ?, ?, ?, ?, 0)")
+					args = append(args, r.Memory, string(r.Kind), r.Name, r.Wrapped, r.Fingerprint, r.CreatedAt.UnixMicro())
+				} else {
+					sb.WriteString("(?, ?, ?, ?, NULL, ?, ?, 0)")
+					args = append(args, ids[start+j], r.Memory, string(r.Kind), r.Name, r.Fingerprint, r.CreatedAt.UnixMicro())
+				}
 			}
 			// A live key of the same name (another writer's, or an earlier
 			// row of this batch) wins; the fingerprint, random per key,
@@ -130,7 +150,7 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 			if err != nil {
 				return err
 			}
-			ids := make(map[string]int64, len(part))
+			got := make(map[string]int64, len(part))
 			for rows.Next() {
 				var id int64
 				var fp string
@@ -138,13 +158,15 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 					rows.Close()
 					return err
 				}
-				ids[fp] = id
+				got[fp] = id
 			}
 			if err := rows.Close(); err != nil {
 				return err
 			}
+			var wids []int64
+			var wrapped [][]byte
 			for j, r := range part {
-				id, ok := ids[r.Fingerprint]
+				id, ok := got[r.Fingerprint]
 				if !ok {
 					lost = append(lost, start+j)
 					continue
@@ -152,9 +174,15 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 				r.ID, r.DestroyedAt = id, nil
 				r.CreatedAt = time.UnixMicro(r.CreatedAt.UnixMicro()).UTC()
 				out[start+j], created[start+j] = r, true
+				wids, wrapped = append(wids, id), append(wrapped, r.Wrapped)
+			}
+			if ids != nil {
+				if err := insertWraps(tx, wids, wrapped); err != nil {
+					return err
+				}
 			}
 		}
-		var evs []Event
+		var made []keys.Record
 		bumped := map[string]bool{}
 		for i, r := range rs {
 			if !created[i] {
@@ -166,16 +194,14 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 				}
 				bumped[r.Memory] = true
 			}
-			if db.keyEvent != nil {
-				ev, err := db.keyEvent(ctx, out[i])
-				if err != nil {
-					return err
-				}
-				evs = append(evs, ev...)
-			}
+			made = append(made, out[i])
 		}
-		if len(evs) == 0 {
+		if db.keyEvent == nil || len(made) == 0 {
 			return nil
+		}
+		evs, err := db.keyEvent(ctx, made)
+		if err != nil {
+			return err
 		}
 		return insertEvents(tx, rs[0].CreatedAt.UnixMicro(), evs)
 	})
@@ -217,13 +243,13 @@ func (db *DB) checkUnder(tx *gorm.DB, rs []keys.Record) error {
 }
 
 // SetKeyEvent sets the function that builds the audit events committed with
-// every key creation.
-func (db *DB) SetKeyEvent(fn EventsFunc[keys.Record]) { db.keyEvent = fn }
+// the keys a transaction creates: it gets them all, in creation order.
+func (db *DB) SetKeyEvent(fn EventsFunc[[]keys.Record]) { db.keyEvent = fn }
 
 // KeysByID returns the keys with the given ids.
 func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) {
 	var rows []KeyRow
-	if err := db.gorm.WithContext(ctx).Where("id IN ?", ids).Find(&rows).Error; err != nil {
+	if err := db.keysQ(db.gorm.WithContext(ctx)).Where("id IN ?", ids).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read data keys")
 	}
 	out := make([]keys.Record, len(rows))
@@ -267,13 +293,13 @@ func (db *DB) ScopeGeneration(ctx context.Context, memory string) (int64, error)
 
 // ScopeKeys returns the live scope keys of memory at or below prefix.
 func (db *DB) ScopeKeys(ctx context.Context, memory, prefix string) ([]keys.Record, error) {
-	q := db.gorm.WithContext(ctx).Where("memory = ? AND kind = ? AND destroyed_us = 0", memory, string(keys.KindScope))
+	q := db.keysQ(db.gorm.WithContext(ctx)).Where("memory = ? AND kind = ? AND destroyed_us = 0", memory, string(keys.KindScope))
 	if prefix != "" {
 		cond, args := db.underPrefix("name", prefix)
 		q = q.Where(cond, args...)
 	}
 	var rows []KeyRow
-	if err := q.Order("name").Find(&rows).Error; err != nil {
+	if err := q.Order("data_keys.name").Find(&rows).Error; err != nil {
 		return nil, translate(err, "read scope keys")
 	}
 	out := make([]keys.Record, len(rows))
@@ -286,7 +312,7 @@ func (db *DB) ScopeKeys(ctx context.Context, memory, prefix string) ([]keys.Reco
 // LiveKeyPage returns up to n live keys with ids above after, in id order.
 func (db *DB) LiveKeyPage(ctx context.Context, after int64, n int) ([]keys.Record, error) {
 	var rows []KeyRow
-	if err := db.gorm.WithContext(ctx).Where("id > ? AND destroyed_us = 0", after).Order("id").Limit(n).Find(&rows).Error; err != nil {
+	if err := db.keysQ(db.gorm.WithContext(ctx)).Where("data_keys.id > ? AND destroyed_us = 0", after).Order("data_keys.id").Limit(n).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read data keys")
 	}
 	out := make([]keys.Record, len(rows))
@@ -300,6 +326,15 @@ func (db *DB) LiveKeyPage(ctx context.Context, after int64, n int) ([]keys.Recor
 // rewrap) and reports whether it did; a key destroyed or rewrapped
 // meanwhile is left alone.
 func (db *DB) ReplaceWrapped(ctx context.Context, id int64, old, next []byte) (bool, error) {
-	res := db.gorm.WithContext(ctx).Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0 AND wrapped = ?", id, old).Update("wrapped", next)
+	g := db.gorm.WithContext(ctx)
+	if db.dialect == Postgres {
+		// An erase deletes the row in data_key_wraps: a destroyed key has
+		// none to replace.
+		res := g.Exec(`UPDATE data_key_wraps SET wrapped = ? WHERE key_id = ? AND wrapped = ?`, next, id, old)
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.RowsAffected == 1, translate(res.Error, "rewrap data key")
+		}
+	}
+	res := g.Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0 AND wrapped = ?", id, old).Update("wrapped", next)
 	return res.RowsAffected == 1, translate(res.Error, "rewrap data key")
 }

@@ -78,10 +78,23 @@ func (r *RequestRow) request() requests.Request {
 // CreateRequest stores r with its sealing key and events.
 func (db *DB) CreateRequest(ctx context.Context, r *requests.Request, key keys.Record, evs []Event) error {
 	now := key.CreatedAt.UnixMicro()
+	k := KeyRow{Memory: key.Memory, Kind: string(key.Kind), Name: key.Name, Wrapped: key.Wrapped, Fingerprint: key.Fingerprint, CreatedUS: now}
+	if db.dialect == Postgres {
+		// The wrapped form goes to data_key_wraps (see wraps.go).
+		ids, err := db.reserveKeyIDs(ctx, 1)
+		if err != nil {
+			return err
+		}
+		k.ID, k.Wrapped = ids[0], nil
+	}
 	return translate(db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		k := KeyRow{Memory: key.Memory, Kind: string(key.Kind), Name: key.Name, Wrapped: key.Wrapped, Fingerprint: key.Fingerprint, CreatedUS: now}
 		if err := tx.Create(&k).Error; err != nil {
 			return translate(err, "store the request's key")
+		}
+		if db.dialect == Postgres {
+			if err := insertWraps(tx, []int64{k.ID}, [][]byte{key.Wrapped}); err != nil {
+				return translate(err, "store the request's key")
+			}
 		}
 		r.KeyID = k.ID
 		row := RequestRow{ID: r.ID, Memory: r.Memory, Kind: string(r.Kind), Scope: r.Scope, Commitment: r.Commitment,
@@ -136,8 +149,10 @@ func (db *DB) Requests(ctx context.Context, memory string, f requests.Filter) ([
 // snapshots older than it, which would keep the destroyed key's tuple.
 func (db *DB) Transition(ctx context.Context, t *requests.Transition, evs []Event) error {
 	var xid int64
+	var dirty []string
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := applyTransition(tx, t); err != nil {
+		var err error
+		if dirty, err = db.applyTransition(tx, t); err != nil {
 			return err
 		}
 		if t.Destroy && db.dialect == Postgres {
@@ -150,14 +165,16 @@ func (db *DB) Transition(ctx context.Context, t *requests.Transition, evs []Even
 	if err != nil {
 		return translate(err, "change request")
 	}
-	db.noteEraseXID(xid)
+	db.noteDestroyed(xid, dirty)
 	return nil
 }
 
 // applyTransition moves the request to t.To if it is in one of t.From,
 // else fails with invalid_state (not_found if there is no such request).
-// With t.Destroy it destroys the sealing key and the sealed subject.
-func applyTransition(tx *gorm.DB, t *requests.Transition) error {
+// With t.Destroy it destroys the sealing key and the sealed subject, and
+// returns the tables the key's dead tuples stay in until a scrub (see
+// deleteWraps).
+func (db *DB) applyTransition(tx *gorm.DB, t *requests.Transition) ([]string, error) {
 	now := t.At.UnixMicro()
 	set := map[string]any{"status": string(t.To)}
 	switch t.To {
@@ -184,43 +201,49 @@ func applyTransition(tx *gorm.DB, t *requests.Transition) error {
 	}
 	var rows []RequestRow
 	if err := tx.Select("id", "status", "key_id").Where("memory = ? AND id = ?", t.Memory, t.ID).Limit(1).Find(&rows).Error; err != nil {
-		return translate(err, "read request")
+		return nil, translate(err, "read request")
 	}
 	if len(rows) == 0 {
-		return grains.Errorf(grains.CodeNotFound, "no erasure request %s in memory %s", t.ID, t.Memory)
+		return nil, grains.Errorf(grains.CodeNotFound, "no erasure request %s in memory %s", t.ID, t.Memory)
 	}
 	res := tx.Model(&RequestRow{}).Where("memory = ? AND id = ? AND status IN ?", t.Memory, t.ID, from).Updates(set)
 	if res.Error != nil {
-		return translate(res.Error, "change request")
+		return nil, translate(res.Error, "change request")
 	}
 	if res.RowsAffected == 0 {
-		return &grains.Error{Code: grains.CodeInvalidState, Field: "status",
+		return nil, &grains.Error{Code: grains.CodeInvalidState, Field: "status",
 			Message: "the request is no longer " + strings.Join(from, " or ") + " (another call changed it first)"}
 	}
-	if t.Destroy {
-		err := tx.Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0", rows[0].KeyID).
-			Updates(map[string]any{"wrapped": nil, "destroyed_us": now}).Error
-		if err != nil {
-			return translate(err, "destroy the request's key")
-		}
+	if !t.Destroy {
+		return nil, nil
 	}
-	return nil
+	dirty, err := db.deleteWraps(tx, []int64{rows[0].KeyID})
+	if err != nil {
+		return nil, err
+	}
+	err = tx.Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0", rows[0].KeyID).
+		Updates(map[string]any{"wrapped": nil, "destroyed_us": now}).Error
+	if err != nil {
+		return nil, translate(err, "destroy the request's key")
+	}
+	return dirty, nil
 }
 
 // claimRequest moves an executable request to executed at the start of
 // its erasure's transaction: the row lock it takes makes a second replica
 // executing the same request wait, then fail with invalid_state, so the
 // erasure runs once.
-func claimRequest(tx *gorm.DB, t *requests.Transition) error {
-	return applyTransition(tx, &requests.Transition{Memory: t.Memory, ID: t.ID, From: t.From, To: requests.Executed, Actor: t.Actor, At: t.At})
+func (db *DB) claimRequest(tx *gorm.DB, t *requests.Transition) error {
+	_, err := db.applyTransition(tx, &requests.Transition{Memory: t.Memory, ID: t.ID, From: t.From, To: requests.Executed, Actor: t.Actor, At: t.At})
+	return err
 }
 
 // finishRequest records the erasure's result in the claimed request and
-// destroys its sealed subject.
-func finishRequest(tx *gorm.DB, t *requests.Transition) error {
+// destroys its sealed subject (and returns deleteWraps' tables).
+func (db *DB) finishRequest(tx *gorm.DB, t *requests.Transition) ([]string, error) {
 	done := *t
 	done.From, done.To, done.Destroy = []requests.Status{requests.Executed}, requests.Executed, true
-	return applyTransition(tx, &done)
+	return db.applyTransition(tx, &done)
 }
 
 // ScrubRequests removes the residue of destroyed request keys and sealed

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,16 +26,20 @@ import (
 // PostgreSQL: an UPDATE or DELETE leaves the old tuple in its heap page
 // until VACUUM prunes it, and pruning compacts a page without zeroing the
 // space it frees, so the bytes of a pruned tuple can stay in the page's
-// free space. After an erase the scrub rewrites the keys table (VACUUM
-// FULL data_keys: new files, the old ones unlinked), which leaves no byte of
-// a dead tuple no snapshot still sees. A transaction whose snapshot is older
+// free space. An erase deletes the destroyed keys' wrapped forms from
+// their partitions of data_key_wraps (see wraps.go), and the scrub after
+// it rewrites those partitions (VACUUM FULL: new files, the old ones
+// unlinked), which leaves no byte of a dead tuple no snapshot still sees.
+// A partition holds at most wrapBucket keys, so the rewrite costs the same
+// at a thousand keys as at a million. A transaction whose snapshot is older
 // than the erase keeps the dead tuple visible, so VACUUM FULL copies it:
-// the scrub then reports the table dirty and is retried by the next erase
-// or RetryScrub. After a forget the scrub is a plain VACUUM of the grain
-// tables in the background: the forgotten tuples leave the heap's items,
-// but their bytes may stay in free page space until overwritten (forget is
-// deletion; crypto-erasure is the final path). WAL segments, archives,
-// replicas and backups are out of lethe's reach: see docs/compliance/erasure.md.
+// the scrub then reports the partition dirty, and the next erase or
+// RetryScrub rewrites it again. After a forget the scrub is a plain VACUUM
+// of the grain tables in the background: the forgotten tuples leave the
+// heap's items, but their bytes may stay in free page space until
+// overwritten (forget is deletion; crypto-erasure is the final path). WAL
+// segments, archives, replicas and backups are out of lethe's reach: see
+// docs/compliance/erasure.md.
 
 // scrubState coalesces scrubs: a scrub started after a caller's commit
 // covers it, so concurrent erases share one.
@@ -42,9 +48,12 @@ type scrubState struct {
 	seq  atomic.Int64 // requests made
 	done int64        // requests covered by a finished scrub (under mu)
 
-	// keysDirty is set when a PostgreSQL keys scrub may have kept a dead
-	// tuple (an older snapshot was open).
-	keysDirty atomic.Bool
+	// pending lists the PostgreSQL tables (partitions of data_key_wraps,
+	// or data_keys) that hold destroyed keys' dead tuples, to rewrite; a
+	// scrub that may have kept a dead tuple (an older snapshot was open,
+	// the rewrite failed) puts its tables back. Under pmu.
+	pmu     sync.Mutex
+	pending map[string]bool
 	// xid is the newest erase's transaction id (PostgreSQL).
 	xid atomic.Int64
 
@@ -66,8 +75,40 @@ func (db *DB) ScrubStats() (runs int64, total time.Duration) {
 // for measuring what it costs.
 func (db *DB) SetScrub(on bool) { db.scrubOff.Store(!on) }
 
-// scrubKeys removes the residue of destroyed keys after an erase committed.
-// An error means the residue may persist; the erase itself stands.
+// noteDestroyed records, after the commit of transaction xid
+// (PostgreSQL), the tables that hold the dead tuples of the keys it
+// destroyed, for the next scrub.
+func (db *DB) noteDestroyed(xid int64, tables []string) {
+	db.noteEraseXID(xid)
+	if len(tables) == 0 {
+		return
+	}
+	db.scrub.pmu.Lock()
+	defer db.scrub.pmu.Unlock()
+	if db.scrub.pending == nil {
+		db.scrub.pending = map[string]bool{}
+	}
+	for _, t := range tables {
+		db.scrub.pending[t] = true
+	}
+}
+
+// takePending returns the tables to rewrite and forgets them.
+func (db *DB) takePending() []string {
+	db.scrub.pmu.Lock()
+	defer db.scrub.pmu.Unlock()
+	var out []string
+	for t := range db.scrub.pending {
+		out = append(out, t)
+	}
+	clear(db.scrub.pending)
+	slices.Sort(out)
+	return out
+}
+
+// scrubKeys removes the residue of destroyed keys after an erase committed
+// (and noted its tables with noteDestroyed). An error means the residue
+// may persist; the erase itself stands.
 func (db *DB) scrubKeys(ctx context.Context) error {
 	if db.scrubOff.Load() {
 		return nil
@@ -84,7 +125,9 @@ func (db *DB) scrubKeys(ctx context.Context) error {
 	if db.dialect == SQLite {
 		err = db.checkpoint(ctx)
 	} else {
-		err = db.vacuumKeys(ctx)
+		// Taken after upTo was read: every table noted before a request
+		// up to upTo counted itself is among them.
+		err = db.vacuumKeys(ctx, db.takePending())
 	}
 	db.scrub.nanos.Add(int64(time.Since(start)))
 	db.scrub.runs.Add(1)
@@ -152,14 +195,25 @@ func (db *DB) checkpoint(ctx context.Context) error {
 	return nil
 }
 
-// vacuumKeys rewrites the PostgreSQL keys table. VACUUM FULL takes an
-// exclusive lock on it: the wait for the lock is bounded, so a long
-// transaction holding a lock on the table makes the scrub fail instead of
-// queueing every key read behind it. A snapshot open before the newest
-// erase committed (its xid is db.scrub.xid) keeps that erase's dead tuple
-// visible, and VACUUM FULL copies such tuples: the scrub then reports the
-// table dirty.
-func (db *DB) vacuumKeys(ctx context.Context) error {
+// vacuumKeys rewrites the PostgreSQL tables that held destroyed keys'
+// dead tuples. VACUUM FULL takes an exclusive lock on each: the wait for
+// the lock is bounded, so a long transaction holding a lock on one makes
+// the scrub fail instead of queueing every key read behind it. A snapshot
+// open before the newest erase committed (its xid is db.scrub.xid) keeps
+// that erase's dead tuples visible, and VACUUM FULL copies such tuples:
+// the scrub then puts the tables back for the next one, and reports it.
+func (db *DB) vacuumKeys(ctx context.Context, tables []string) error {
+	if len(tables) == 0 {
+		return nil
+	}
+	err := db.vacuumTables(ctx, tables)
+	if err != nil {
+		db.noteDestroyed(0, tables) // still dirty: the next scrub retries
+	}
+	return err
+}
+
+func (db *DB) vacuumTables(ctx context.Context, tables []string) error {
 	conn, err := db.conn(ctx)
 	if err != nil {
 		return translate(err, "scrub keys")
@@ -174,20 +228,34 @@ func (db *DB) vacuumKeys(ctx context.Context) error {
 	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '5s'`); err != nil {
 		return translate(err, "scrub keys")
 	}
-	_, err = conn.ExecContext(ctx, `VACUUM FULL data_keys`)
+	for _, t := range tables {
+		// A partition named for a key that an earlier version stored in
+		// data_keys may not exist.
+		var exists bool
+		if err = conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, t).Scan(&exists); err != nil {
+			break
+		}
+		if !exists {
+			continue
+		}
+		if _, err = conn.ExecContext(ctx, `VACUUM FULL `+pgIdent(t)); err != nil {
+			break
+		}
+	}
 	if _, rerr := conn.ExecContext(context.Background(), `RESET lock_timeout`); rerr != nil && err == nil {
 		err = rerr
 	}
 	if err != nil {
-		db.scrub.keysDirty.Store(true)
 		return translate(err, "scrub keys")
 	}
-	db.scrub.keysDirty.Store(older > 0)
 	if older > 0 {
 		return grains.Errorf(grains.CodeUnavailable, "scrub keys: %d transactions older than the erase still see its destroyed key", older)
 	}
 	return nil
 }
+
+// pgIdent quotes a table name for PostgreSQL.
+func pgIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
 // scrubWait bounds how long a keys scrub waits for transactions older than
 // the erase to end.
@@ -266,10 +334,13 @@ func (db *DB) noteEraseXID(xid int64) {
 	}
 }
 
-// RetryScrub scrubs the keys table again if the last scrub may have left
-// the residue of a destroyed key (PostgreSQL, under a long transaction).
+// RetryScrub rewrites again the tables the last scrubs may have left the
+// residue of a destroyed key in (PostgreSQL, under a long transaction).
 func (db *DB) RetryScrub(ctx context.Context) error {
-	if !db.scrub.keysDirty.Load() {
+	db.scrub.pmu.Lock()
+	dirty := len(db.scrub.pending) > 0
+	db.scrub.pmu.Unlock()
+	if !dirty {
 		return nil
 	}
 	return db.scrubKeys(ctx)

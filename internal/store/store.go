@@ -10,6 +10,12 @@
 // scope, scores, flags, timestamps, chain links), the sealed blob, the key
 // chain id, and 16-byte blind tokens. Personal values (user ids, subjects,
 // objects, content, tags, metadata) are never stored outside the blob.
+//
+// A data key row (data_keys) holds the key's memory, kind, name,
+// fingerprint and dates; its wrapped form is in the same row on SQLite and,
+// on PostgreSQL, in data_key_wraps, partitioned by key id so that an
+// erase's scrub rewrites a few thousand rows, not the whole table (see
+// wraps.go and scrub.go).
 package store
 
 import (
@@ -63,10 +69,12 @@ type DB struct {
 	analyzeAt atomic.Int64
 	analyzing atomic.Bool
 
-	keyEvent EventsFunc[keys.Record]
+	keyEvent EventsFunc[[]keys.Record]
 
 	// scrub and scrubOff: see scrub.go.
-	scrub    scrubState
+	scrub scrubState
+	// wraps: the partitions of data_key_wraps (PostgreSQL); see wraps.go.
+	wraps    wrapState
 	scrubOff atomic.Bool
 
 	// retrieval holds the prepared statement of RecordRetrievals (SQLite).
@@ -148,6 +156,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		return translate(err, "migrate schema")
 	}
 	if err := migrateSearch(g, db.dialect); err != nil {
+		return translate(err, "migrate schema")
+	}
+	if err := db.migrateWraps(ctx); err != nil {
 		return translate(err, "migrate schema")
 	}
 	if db.dialect == Postgres {

@@ -323,16 +323,20 @@ func TestAnalyzeSchedule(t *testing.T) {
 	}
 }
 
-// CreateKeys stores new keys in one transaction with one audit event each,
-// and returns, in order, the live key of every record: for a name that
+// CreateKeys stores new keys in one transaction with the audit events
+// built from them (here one each), and returns, in order, the live key of every record: for a name that
 // already has a live key, that key.
 func TestCreateKeys(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db *DB) {
 		ctx := context.Background()
 		events := 0
-		db.SetKeyEvent(func(_ context.Context, r keys.Record) ([]Event, error) {
-			events++
-			return []Event{{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}}, nil
+		db.SetKeyEvent(func(_ context.Context, rs []keys.Record) ([]Event, error) {
+			var evs []Event
+			for _, r := range rs {
+				events++
+				evs = append(evs, Event{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")})
+			}
+			return evs, nil
 		})
 		old := newKey(t, db, "m", keys.KindUser, "u1")
 		events = 0
@@ -428,9 +432,13 @@ func TestCreateKeysUnderErasedMemoryKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db *DB) {
 		ctx := context.Background()
 		events := 0
-		db.SetKeyEvent(func(_ context.Context, r keys.Record) ([]Event, error) {
-			events++
-			return []Event{{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")}}, nil
+		db.SetKeyEvent(func(_ context.Context, rs []keys.Record) ([]Event, error) {
+			var evs []Event
+			for _, r := range rs {
+				events++
+				evs = append(evs, Event{ID: fmt.Sprintf("ev-%d", r.ID), Memory: r.Memory, Type: "key.create", Leaf: []byte("{}")})
+			}
+			return evs, nil
 		})
 		mk := newKey(t, db, "m", keys.KindMemory, "")
 		rec := func(name string) keys.Record {

@@ -1,0 +1,236 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"gorm.io/gorm"
+)
+
+// Wrapped keys on PostgreSQL live apart from data_keys, in data_key_wraps,
+// a table partitioned by ranges of wrapBucket key ids: partition n,
+// data_key_wraps_<n>, holds the wrapped forms of keys n*wrapBucket to
+// (n+1)*wrapBucket-1. An erase deletes the destroyed keys' rows there, and
+// its scrub rewrites (VACUUM FULL) only the partitions that held them: at
+// most wrapBucket rows each, whatever the number of keys. data_keys keeps
+// the names, fingerprints and dates, and its wrapped column stays NULL
+// (rows written before the split are moved out when the store opens; see
+// migrateWraps).
+//
+// A partition is created, standalone, before the first key of its range is
+// inserted, and attached to the parent (ALTER TABLE ... ATTACH PARTITION
+// takes a SHARE UPDATE EXCLUSIVE lock on the parent, which no read or
+// write waits for; CREATE TABLE ... PARTITION OF would take an ACCESS
+// EXCLUSIVE one). Key ids are taken from data_keys' sequence before the
+// insert, so that the partitions of a batch's keys exist before its
+// transaction starts.
+//
+// SQLite keeps the wrapped form in data_keys: its scrub (secure_delete and
+// a checkpoint) costs what the erase wrote, not the table's size.
+
+// wrapBucket is how many key ids one partition of data_key_wraps covers.
+const wrapBucket = 4096
+
+// wrapPartLock is the advisory lock key that serializes the creation of
+// data_key_wraps partitions across instances ("lethe-wp").
+const wrapPartLock = 0x6c657468652d7770
+
+// wrapState remembers the partitions known to exist.
+type wrapState struct {
+	mu    sync.Mutex
+	parts map[int64]bool
+	seq   string // data_keys' id sequence
+}
+
+// wrapPart names the partition of data_key_wraps that holds key id's
+// wrapped form.
+func wrapPart(id int64) string { return fmt.Sprintf("data_key_wraps_%d", id/wrapBucket) }
+
+// wrapParts returns the partitions of ids, sorted, without repeats.
+func wrapParts(ids []int64) []string {
+	var out []string
+	for _, id := range ids {
+		if p := wrapPart(id); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// migrateWraps creates data_key_wraps (PostgreSQL) and moves into it the
+// wrapped keys an earlier version kept in data_keys; the old copies are
+// then scrubbed from data_keys by a rewrite of the table, once.
+func (db *DB) migrateWraps(ctx context.Context) error {
+	if db.dialect != Postgres {
+		return nil
+	}
+	g := db.gorm.WithContext(ctx)
+	if err := g.Exec(`CREATE TABLE IF NOT EXISTS data_key_wraps (key_id bigint NOT NULL, wrapped bytea NOT NULL,
+		PRIMARY KEY (key_id)) PARTITION BY RANGE (key_id)`).Error; err != nil {
+		return err
+	}
+	if err := g.Raw(`SELECT pg_get_serial_sequence('data_keys', 'id')`).Scan(&db.wraps.seq).Error; err != nil {
+		return err
+	}
+	var legacy []int64
+	if err := g.Raw(`SELECT id FROM data_keys WHERE wrapped IS NOT NULL`).Scan(&legacy).Error; err != nil {
+		return err
+	}
+	if len(legacy) == 0 {
+		return nil
+	}
+	if err := db.ensureWrapParts(ctx, legacy); err != nil {
+		return err
+	}
+	var xid int64
+	err := g.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(`INSERT INTO data_key_wraps (key_id, wrapped)
+			SELECT id, wrapped FROM data_keys WHERE wrapped IS NOT NULL AND destroyed_us = 0 ON CONFLICT DO NOTHING`).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec(`UPDATE data_keys SET wrapped = NULL WHERE wrapped IS NOT NULL`).Error; err != nil {
+			return err
+		}
+		return tx.Raw(`SELECT txid_current()`).Scan(&xid).Error
+	})
+	if err != nil {
+		return err
+	}
+	// The old copies are dead tuples of data_keys now: rewrite it as a
+	// scrub does, after the transactions that may still see them.
+	db.noteDestroyed(xid, []string{"data_keys"})
+	if err := db.scrubKeys(ctx); err != nil {
+		db.log.Warn("scrub of data_keys after moving the wrapped keys out failed; the next erase retries", slog.Any("error", err))
+	}
+	return nil
+}
+
+// ensureWrapParts creates the partitions of data_key_wraps that ids fall
+// in, if they do not exist yet.
+func (db *DB) ensureWrapParts(ctx context.Context, ids []int64) error {
+	var need []int64
+	db.wraps.mu.Lock()
+	if db.wraps.parts == nil {
+		db.wraps.parts = map[int64]bool{}
+	}
+	for _, id := range ids {
+		if n := id / wrapBucket; !db.wraps.parts[n] && !slices.Contains(need, n) {
+			need = append(need, n)
+		}
+	}
+	db.wraps.mu.Unlock()
+	for _, n := range need {
+		err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec(`SELECT pg_advisory_xact_lock(?)`, wrapPartLock).Error; err != nil {
+				return err
+			}
+			name := fmt.Sprintf("data_key_wraps_%d", n)
+			var attached int64
+			if err := tx.Raw(`SELECT count(*) FROM pg_inherits WHERE inhparent = 'data_key_wraps'::regclass
+				AND inhrelid = to_regclass(?)`, name).Scan(&attached).Error; err != nil {
+				return err
+			}
+			if attached > 0 {
+				return nil
+			}
+			if err := tx.Exec(`CREATE TABLE IF NOT EXISTS ` + name + ` (key_id bigint NOT NULL, wrapped bytea NOT NULL, PRIMARY KEY (key_id))`).Error; err != nil {
+				return err
+			}
+			return tx.Exec(fmt.Sprintf(`ALTER TABLE data_key_wraps ATTACH PARTITION %s FOR VALUES FROM (%d) TO (%d)`,
+				name, n*wrapBucket, (n+1)*wrapBucket)).Error
+		})
+		if err != nil {
+			return translate(err, "create key partition")
+		}
+		db.wraps.mu.Lock()
+		db.wraps.parts[n] = true
+		db.wraps.mu.Unlock()
+	}
+	return nil
+}
+
+// reserveKeyIDs takes n ids from data_keys' sequence (PostgreSQL) and
+// makes sure their partitions of data_key_wraps exist.
+func (db *DB) reserveKeyIDs(ctx context.Context, n int) ([]int64, error) {
+	var ids []int64
+	if err := db.gorm.WithContext(ctx).Raw(`SELECT nextval(?::regclass) FROM generate_series(1, ?)`, db.wraps.seq, n).
+		Scan(&ids).Error; err != nil {
+		return nil, translate(err, "reserve key ids")
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("reserve key ids: %d of %d", len(ids), n)
+	}
+	return ids, db.ensureWrapParts(ctx, ids)
+}
+
+// insertWraps stores the wrapped forms of keys ids (PostgreSQL).
+func insertWraps(tx *gorm.DB, ids []int64, wrapped [][]byte) error {
+	for start := 0; start < len(ids); start += chunk {
+		end := min(start+chunk, len(ids))
+		var sb strings.Builder
+		args := make([]any, 0, 2*(end-start))
+		sb.WriteString("INSERT INTO data_key_wraps (key_id, wrapped) VALUES ")
+		for j := start; j < end; j++ {
+			if j > start {
+				sb.WriteByte(',')
+			}
+			sb.WriteString("(?, ?)")
+			args = append(args, ids[j], wrapped[j])
+		}
+		if err := tx.Exec(sb.String(), args...).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyCols is what keysQ reads: data_keys' columns, with the wrapped form
+// from data_key_wraps (PostgreSQL) when data_keys does not hold it.
+const keyCols = `data_keys.id, data_keys.memory, data_keys.kind, data_keys.name,
+	COALESCE(w.wrapped, data_keys.wrapped) AS wrapped, data_keys.fingerprint, data_keys.created_us, data_keys.destroyed_us`
+
+// keysQ starts a read of KeyRows with their wrapped forms, in one
+// statement (so one snapshot: a key read live has its wrapped form).
+// Conditions name data_keys' columns unqualified, never wrapped.
+func (db *DB) keysQ(tx *gorm.DB) *gorm.DB {
+	if db.dialect != Postgres {
+		return tx.Model(&KeyRow{})
+	}
+	return tx.Table("data_keys").Select(keyCols).Joins("LEFT JOIN data_key_wraps w ON w.key_id = data_keys.id")
+}
+
+// deleteWraps deletes the wrapped forms of keys ids in an erase's
+// transaction and returns the tables whose pages still hold them until a
+// scrub rewrites them: their partitions of data_key_wraps, and data_keys
+// if a key kept its wrapped form there (an earlier version's row).
+// SQLite has nothing to delete: the erase's UPDATE clears the column.
+func (db *DB) deleteWraps(tx *gorm.DB, ids []int64) ([]string, error) {
+	if db.dialect != Postgres || len(ids) == 0 {
+		return nil, nil
+	}
+	var tables []string
+	for i := 0; i < len(ids); i += chunk {
+		part := ids[i:min(i+chunk, len(ids))]
+		if err := tx.Exec(`DELETE FROM data_key_wraps WHERE key_id IN ?`, part).Error; err != nil {
+			return nil, translate(err, "destroy data key")
+		}
+		var legacy int64
+		if err := tx.Raw(`SELECT count(*) FROM data_keys WHERE id IN ? AND wrapped IS NOT NULL`, part).Scan(&legacy).Error; err != nil {
+			return nil, translate(err, "destroy data key")
+		}
+		if legacy > 0 && !slices.Contains(tables, "data_keys") {
+			tables = append(tables, "data_keys")
+		}
+	}
+	for _, p := range wrapParts(ids) {
+		if !slices.Contains(tables, p) {
+			tables = append(tables, p)
+		}
+	}
+	return tables, nil
+}
