@@ -17,9 +17,11 @@
 //	recall    = "RECALL" [ "WHERE" cond { "AND" cond } ] [ "LIMIT" integer ] .
 //	cond      = field "=" string .
 //
-// SUPERSEDE sets type, subject, relation, object, content, namespace,
-// scope, user_id (strings), importance, confidence and salience (numbers),
-// tags (a list) and pinned (TRUE or FALSE). A field SET names takes its
+// SUPERSEDE sets every field a supersede may set ([grains.SettableFields])
+// that has a CAL literal, read from the grain's JSON names: today type,
+// subject, relation, object, content, namespace, scope, user_id (strings),
+// importance, confidence and salience (numbers), tags (a list) and pinned
+// (TRUE or FALSE); metadata and embedding have none. A field SET names takes its
 // value, empty included (content = "" clears the content, tags = [] the
 // tags, confidence = 0 sets 0); the others carry forward, type included. RECALL WHERE filters on type,
 // subject, relation, object, namespace, scope, user_id and tag (each tag
@@ -116,13 +118,8 @@ func (*Forget) statement()    {}
 func (*Supersede) statement() {}
 func (*Recall) statement()    {}
 
-// Fields each statement accepts, with the kind of value.
+// Fields RECALL WHERE accepts (SUPERSEDE SET's are setFields).
 var (
-	setFields = map[string]ValueKind{
-		"type": String, "subject": String, "relation": String, "object": String, "content": String,
-		"namespace": String, "scope": String, "user_id": String,
-		"importance": Number, "confidence": Number, "salience": Number, "tags": List, "pinned": Bool,
-	}
 	whereFields = map[string]bool{
 		"type": true, "subject": true, "relation": true, "object": true, "namespace": true,
 		"scope": true, "user_id": true, "tag": true,

@@ -182,31 +182,6 @@ func nonNil(gs []lethe.Grain) []lethe.Grain {
 	return gs
 }
 
-// GrainOf returns the grain a SUPERSEDE's assignments describe: every
-// field not assigned is left at its zero value, which carries forward.
-func GrainOf(set []Assign) lethe.Grain {
-	var g lethe.Grain
-	str := map[string]*string{"type": &g.Type, "subject": &g.Subject, "relation": &g.Relation, "object": &g.Object,
-		"content": &g.Content, "namespace": &g.Namespace, "scope": &g.Scope, "user_id": &g.UserID}
-	for _, a := range set {
-		switch a.Field {
-		case "importance":
-			g.Importance = a.Value.Num
-		case "confidence":
-			g.Confidence = a.Value.Num
-		case "salience":
-			g.Salience = a.Value.Num
-		case "tags":
-			g.Tags = a.Value.List
-		case "pinned":
-			g.Pinned = a.Value.Bool
-		default:
-			*str[a.Field] = a.Value.Str
-		}
-	}
-	return g
-}
-
 // SetFields returns the names of the fields set assigns, in order.
 func SetFields(set []Assign) []string {
 	out := make([]string, len(set))
