@@ -19,9 +19,7 @@ func outOfScope(field string) error {
 // noGrain is what a scope-limited token hears of a grain outside its
 // scopes: exactly what it hears of a hash that names no grain (the store's
 // not_found), so it cannot tell the two apart.
-func noGrain(memory, hash string) error {
-	return grains.Errorf(lethe.CodeNotFound, "no grain %s in memory %s", hash, memory)
-}
+func noGrain(memory, hash string) error { return grains.NoGrain(memory, hash) }
 
 // addGrains writes one grain (the body is a grain) or a batch (the body is
 // {"grains": [...]}).

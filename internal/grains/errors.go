@@ -64,6 +64,17 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// NoGrain is the not_found error for a hash that names no grain of memory
+// ("" means the default memory). Every path that must not tell a hidden
+// grain from a missing one (a scope-limited token, a locked MCP session)
+// answers with it, so the answers stay identical.
+func NoGrain(memory, hash string) *Error {
+	if memory == "" {
+		memory = DefaultMemory
+	}
+	return Errorf(CodeNotFound, "no grain %s in memory %s", hash, memory)
+}
+
 // FieldError returns an *Error about one field.
 func FieldError(code Code, field, message string) *Error {
 	return &Error{Code: code, Field: field, Message: message}

@@ -292,12 +292,7 @@ func (h *handlers) get(ctx context.Context, memory, hash, field string) (*lethe.
 // library's own not_found for a missing grain, so that the session cannot
 // tell a grain of another partition from no grain (as the HTTP API answers
 // a scope-limited token).
-func noGrain(memory, hash string) error {
-	if memory == "" {
-		memory = grains.DefaultMemory
-	}
-	return grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", hash, memory)
-}
+func noGrain(memory, hash string) error { return grains.NoGrain(memory, hash) }
 
 func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in SupersedeInput) (*sdk.CallToolResult, *SupersedeOutput, error) {
 	h, err := h.bind(req.Extra)

@@ -306,7 +306,7 @@ func (db *DB) GrainByHash(ctx context.Context, memory, hash string) (*GrainRow, 
 		return nil, translate(err, "read grain")
 	}
 	if len(rows) == 0 {
-		return nil, grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", hash, memory)
+		return nil, grains.NoGrain(memory, hash)
 	}
 	return &rows[0], nil
 }
@@ -780,7 +780,7 @@ func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *Grain
 				return translate(err, "supersede grain")
 			}
 			if len(old) == 0 {
-				return grains.Errorf(grains.CodeNotFound, "no grain %s in memory %s", oldHash, memory)
+				return grains.NoGrain(memory, oldHash)
 			}
 			succ := old[0].SupersededBy
 			erased, err := successorErased(tx, memory, succ)
