@@ -91,13 +91,12 @@ type DB struct {
 	logger *slog.Logger
 	now    func() time.Time
 
-	log           audit.Log
-	signer        *proofs.Signer
-	seq           *audit.Sequencer
-	journal       *audit.Journal
-	stopSequencer func()
-	closers       []func() error
-	closed        atomic.Bool
+	log     audit.Log
+	signer  *proofs.Signer
+	seq     *audit.Sequencer
+	journal *audit.Journal
+	closers []func() error
+	closed  atomic.Bool
 
 	kek         keys.Wrapper
 	rotator     *keys.Rotator

@@ -166,13 +166,15 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	return db, nil
 }
 
-// Close drains the audit outbox (bounded) and closes the store.
+// Close stops the background work (the hook engine, the sweeper, the
+// cleaner, then the sequencer, which drains the audit outbox, bounded, so
+// that what the others wrote while stopping is logged), then closes the
+// store, which stops and waits for its own background work. When it
+// returns, no goroutine of the DB uses the database, and a SQLite
+// store's write-ahead log is checkpointed and gone.
 func (db *DB) Close() error {
 	if !db.closed.CompareAndSwap(false, true) {
 		return ErrClosed
-	}
-	if db.stopSequencer != nil {
-		db.stopSequencer()
 	}
 	var err error
 	for _, c := range db.closers {
@@ -246,7 +248,7 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 		defer close(done)
 		db.seq.Run(runCtx, 500*time.Millisecond)
 	}()
-	db.stopSequencer = func() {
+	stop := func() error {
 		cancel()
 		<-done
 		// Drain: move what is committed into the log before closing.
@@ -255,7 +257,11 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 		if err := db.seq.Step(dctx); err != nil {
 			db.logger.Warn("audit outbox not drained at close; it resumes at next start", "error", err)
 		}
+		return nil
 	}
+	// The sequencer stops after what Open starts later (they are put
+	// before it) and before the Trillian connection it writes to.
+	db.closers = append([]func() error{stop}, db.closers...)
 	return nil
 }
 

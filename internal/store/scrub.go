@@ -155,18 +155,25 @@ func (db *DB) scrubForget(ctx context.Context) {
 	if !db.scrub.grainsRunning.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	started := db.goBackground(func(ctx context.Context) {
 		defer db.scrub.grainsRunning.Store(false)
 		for db.scrub.grainsAgain.Swap(false) {
-			vctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			vctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 			err := db.vacuumGrains(vctx)
 			cancel()
 			if err != nil {
-				db.log.Warn("vacuum after forget failed", slog.Any("error", err))
+				if ctx.Err() == nil {
+					db.log.Warn("vacuum after forget failed", slog.Any("error", err))
+				}
 				return
 			}
 		}
-	}()
+	})
+	if !started {
+		// Closing: the forget stands; autovacuum prunes its tuples.
+		db.scrub.grainsAgain.Store(false)
+		db.scrub.grainsRunning.Store(false)
+	}
 }
 
 // WaitScrubbed waits until no background scrub runs (tests).

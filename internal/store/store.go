@@ -82,6 +82,21 @@ type DB struct {
 		mu   sync.Mutex
 		stmt *sql.Stmt
 	}
+
+	// bg is the work the store runs in the background on the database (an
+	// ANALYZE after inserts, a VACUUM after a forget): Close cancels it
+	// and waits for it, so that no connection outlives Close.
+	bg background
+}
+
+// background tracks the store's goroutines; see DB.goBackground.
+type background struct {
+	mu      sync.Mutex
+	closed  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	running atomic.Int64
 }
 
 // Open opens the database and brings its schema up to date.
@@ -102,6 +117,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	db := &DB{gorm: g, dialect: cfg.Dialect, log: log}
+	db.bg.ctx, db.bg.cancel = context.WithCancel(context.Background())
 	db.analyzeAt.Store(analyzeFirst)
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
@@ -114,19 +130,59 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	return db, nil
 }
 
-// Close closes the database.
+// Close stops the store's background work (cancelled, and waited for),
+// then closes the database. On SQLite it first checkpoints the
+// write-ahead log into the main file and truncates it, so that no page
+// image stays in lethe.db-wal even while another handle keeps the file
+// open (SQLite deletes the log when its last connection closes). The
+// caller stops its own users of the store first.
 func (db *DB) Close() error {
 	sqlDB, err := db.gorm.DB()
 	if err != nil {
 		return err
 	}
+	db.bg.mu.Lock()
+	db.bg.closed = true
+	db.bg.mu.Unlock()
+	db.bg.cancel()
+	db.bg.wg.Wait()
 	db.retrieval.mu.Lock()
 	if db.retrieval.stmt != nil {
 		db.retrieval.stmt.Close()
 	}
 	db.retrieval.mu.Unlock()
+	if db.dialect == SQLite {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := db.checkpoint(ctx); err != nil {
+			db.log.Warn("checkpoint at close failed", slog.Any("error", err))
+		}
+		cancel()
+	}
 	return sqlDB.Close()
 }
+
+// goBackground runs f in a goroutine that Close cancels (through f's
+// context) and waits for. It reports false, without running f, once
+// Close has begun.
+func (db *DB) goBackground(f func(ctx context.Context)) bool {
+	db.bg.mu.Lock()
+	defer db.bg.mu.Unlock()
+	if db.bg.closed {
+		return false
+	}
+	db.bg.wg.Add(1)
+	db.bg.running.Add(1)
+	go func() {
+		defer db.bg.wg.Done()
+		defer db.bg.running.Add(-1)
+		f(db.bg.ctx)
+	}()
+	return true
+}
+
+// Background returns how many background goroutines of the store run
+// (tests: none after Close).
+func (db *DB) Background() int64 { return db.bg.running.Load() }
 
 // Dialect returns SQLite or Postgres.
 func (db *DB) Dialect() string { return db.dialect }
@@ -373,14 +429,17 @@ func (db *DB) noteInserted(n int) {
 	}
 	db.analyzeAt.Store(min(2*at, analyzeMax))
 	db.inserted.Store(0)
-	go func() {
+	started := db.goBackground(func(bg context.Context) {
 		defer db.analyzing.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(bg, 5*time.Minute)
 		defer cancel()
-		if err := db.analyze(ctx); err != nil {
+		if err := db.analyze(ctx); err != nil && bg.Err() == nil { // not when Close cancelled it
 			db.log.Warn("analyze failed", slog.Any("error", err))
 		}
-	}()
+	})
+	if !started {
+		db.analyzing.Store(false)
+	}
 }
 
 // conn takes one connection of the pool, for statements that must share a
