@@ -25,7 +25,20 @@ func noGrain(memory, hash string) error { return grains.NoGrain(memory, hash) }
 // {"grains": [...]}).
 func (s *Server) addGrains(c *gin.Context) {
 	var req addRequest
-	body, err := decode(c, s.cfg.MaxBatchBody, &req)
+	body, err := readBody(c, s.cfg.MaxBatchBody)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	// The bounds of a batch (grains, tags) and of one grain's body are
+	// checked before decoding, which would hold all of it in memory.
+	batch, err := checkAddBounds(body)
+	if err == nil && !batch && int64(len(body)) > s.cfg.MaxBody {
+		err = tooLarge(s.cfg.MaxBody)
+	}
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
