@@ -79,7 +79,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		store, cfg.Remote = c, true
+		store = c
 	} else {
 		lcfg := lethe.Config{DataDir: e.data, PostgresDSN: e.postgres}
 		if *policyFile != "" {
@@ -94,7 +94,7 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		e.db, store, cfg.Policy = db, db, lcfg.Policy
+		e.db, store = db, db
 	}
 	cfg.Library = store
 	if *allowErase {
@@ -135,7 +135,7 @@ type mcpServeConfig struct {
 // bearer token of the HTTP request that carried it: the token's roles,
 // memories and scopes apply to it exactly as to the REST routes, and a
 // token revoked mid-session stops working at once.
-func withMCP(cfg api.Config, mc mcpServeConfig, policy *lethe.Policy) (*api.Server, error) {
+func withMCP(cfg api.Config, mc mcpServeConfig) (*api.Server, error) {
 	lb := &loopback{}
 	if !mc.Disable {
 		h, err := lethemcp.NewHandler(lethemcp.Config{
@@ -150,7 +150,7 @@ func withMCP(cfg api.Config, mc mcpServeConfig, policy *lethe.Policy) (*api.Serv
 				c := &client{base: "http://lethe.loopback", token: secret, hc: &http.Client{Transport: lb}}
 				return c, c, nil
 			},
-			AllowErase: mc.AllowErase, AllowRequests: mc.AllowRequests, Policy: policy, Version: version, Logger: cfg.Logger,
+			AllowErase: mc.AllowErase, AllowRequests: mc.AllowRequests, Version: version, Logger: cfg.Logger,
 		}, &lethemcp.HandlerOptions{MaxBody: cfg.MaxBody})
 		if err != nil {
 			return nil, err

@@ -93,7 +93,7 @@ func BenchmarkMCPRecall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := withMCP(api.Config{Library: db, Tokens: tokens}, mcpServeConfig{}, nil)
+	h, err := withMCP(api.Config{Library: db, Tokens: tokens}, mcpServeConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -214,7 +214,7 @@ func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
 	t.Cleanup(func() { tokens.Close() })
 	logs := &lockedBuffer{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger}, mc, nil)
+	h, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger}, mc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,6 +322,20 @@ func TestMCPHTTP(t *testing.T) {
 
 	// A DPO forgets, except what protection keeps.
 	dpo := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO, auth.Reader}})))
+	// Its dry run is the server's: a held grain says so, with the hold.
+	hold, err := m.db.SetHold(ctx, lethe.HoldSpec{Scope: "acme/prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dry := structured[lethemcp.ForgetOutput](t, callTool(t, dpo, "forget", args{"hash": plain, "dry_run": true}), false); dry.Status != "held" || dry.HeldBy != hold.ID || dry.Count != 1 {
+		t.Errorf("dry run of a held grain over HTTP: %+v, want held by %s", dry, hold.ID)
+	}
+	if dry := structured[lethemcp.ForgetOutput](t, callTool(t, dpo, "forget", args{"hash": caveat, "dry_run": true}), false); dry.Status != "protected" || dry.Reason == "" {
+		t.Errorf("dry run of a caveat over HTTP: %+v", dry)
+	}
+	if err := m.db.ReleaseHold(ctx, "", hold.ID); err != nil {
+		t.Fatal(err)
+	}
 	refused := structured[lethemcp.ForgetOutput](t, callTool(t, dpo, "forget", args{"hash": caveat}), true)
 	if !refused.Preserved || refused.Code != "protected" {
 		t.Errorf("forget a caveat over HTTP: %+v", refused)
@@ -436,10 +450,9 @@ func TestMCPRemote(t *testing.T) {
 			t.Errorf("reader %s over --server: %s, want forbidden", c.tool, code)
 		}
 	}
-	// The dry run reads only, and says the server's policy decides.
-	dry := structured[lethemcp.ForgetOutput](t, callTool(t, cs, "forget", args{"hash": h, "dry_run": true}), false)
-	if dry.Status != "would_forget" || !strings.Contains(dry.Preview, "server applies its own") {
-		t.Errorf("remote dry run: %+v", dry)
+	// The dry run is the server's forget route's, which needs the dpo role.
+	if code := errorCode(t, callTool(t, cs, "forget", args{"hash": h, "dry_run": true})); code != "forbidden" {
+		t.Errorf("reader's dry run over --server: %s, want forbidden", code)
 	}
 	cs.Close()
 	inW.Close()

@@ -266,7 +266,7 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 
 	handler, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger,
 		MaxBody: cfg.MaxBodyBytes, MaxBatchBody: cfg.MaxBatchBodyBytes,
-		RequestTimeout: time.Duration(cfg.RequestTimeout), PublicLog: cfg.Audit.PublicLog}, cfg.MCP, lcfg.Policy)
+		RequestTimeout: time.Duration(cfg.RequestTimeout), PublicLog: cfg.Audit.PublicLog}, cfg.MCP)
 	if err != nil {
 		return err
 	}

@@ -346,7 +346,7 @@ func TestForgetProtection(t *testing.T) {
 	}
 	// A dry run says the same, without an error.
 	out := ok[mcp.ForgetOutput](t, cs, "forget", m{"hash": caveat, "dry_run": true})
-	if !out.DryRun || out.Status != "would_refuse" || len(out.Protected) != 1 || out.Protected[0].Hash != caveat || out.Preview == "" {
+	if !out.DryRun || out.Status != "protected" || out.Reason == "" || out.Count != 1 || out.Preview == "" {
 		t.Errorf("dry run of a caveat: %+v", out)
 	}
 	// Unprotected grains: dry run, then the real thing.
@@ -797,5 +797,57 @@ func TestRequestTools(t *testing.T) {
 	locked := connect(t, mcp.Config{Library: db, Requester: db, LockScope: "acme"})
 	if e := failed(t, locked, "erasure_request_list", m{}); e.Code != "forbidden" {
 		t.Errorf("locked list: %+v", e)
+	}
+}
+
+// TestForgetDryRunIsTheLibrarys: forget's dry run is the library's, so it
+// sees what a preview through read paths did not: a legal hold (held, with
+// the hold), and the store's own protection policy rather than the default
+// one. By hash and by user_id, with nothing changed.
+func TestForgetDryRunIsTheLibrarys(t *testing.T) {
+	ctx := context.Background()
+	policy := lethe.DefaultPolicy()
+	policy.Risk.ProtectedTypes = append(policy.Risk.ProtectedTypes, "belief")
+	db, err := lethe.Open(ctx, lethe.Config{DataDir: t.TempDir(), Policy: policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cs := connect(t, mcp.Config{Library: db})
+	add := func(args m) string { return ok[mcp.AddOutput](t, cs, "add", args).Hash }
+	held := add(m{"type": "fact", "content": "held", "user_id": "u1"})
+	belief := add(m{"type": "belief", "content": "a belief"})
+	free := add(m{"type": "fact", "content": "free", "user_id": "u2"})
+	hold, err := db.SetHold(ctx, lethe.HoldSpec{UserID: "u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   m
+		status string
+	}{
+		{"held by hash", m{"hash": held, "dry_run": true}, "held"},
+		{"held by user", m{"user_id": "u1", "dry_run": true}, "held"},
+		{"held among hashes", m{"hashes": []string{free, held}, "dry_run": true}, "held"},
+		{"protected by the store's policy", m{"hash": belief, "dry_run": true}, "protected"},
+		{"free", m{"hash": free, "dry_run": true}, "would_forget"},
+	} {
+		out := ok[mcp.ForgetOutput](t, cs, "forget", tc.args)
+		if !out.DryRun || out.Status != tc.status || out.Count == 0 {
+			t.Errorf("%s: %+v, want %s", tc.name, out, tc.status)
+		}
+		if (tc.status == "held") != (out.HeldBy == hold.ID) || (tc.status == "protected") != (out.Reason != "") {
+			t.Errorf("%s: held_by %q reason %q", tc.name, out.HeldBy, out.Reason)
+		}
+	}
+	// The real forget meets what the dry run said.
+	if e := failed(t, cs, "forget", m{"hash": held}); e.Code != "held" {
+		t.Errorf("forget of a held grain: %+v", e)
+	}
+	for _, h := range []string{held, belief, free} {
+		if _, err := db.Get(ctx, "", h); err != nil {
+			t.Errorf("%s after dry runs: %v", h, err)
+		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/grains"
 )
 
@@ -67,12 +66,6 @@ type Config struct {
 	// one scope path and everything below it (see the package doc).
 	LockNamespace string
 	LockScope     string
-	// Policy predicts protection in dry runs (default: lethe.DefaultPolicy).
-	// A real forget is decided by the library's own policy.
-	Policy *lethe.Policy
-	// Remote says that Library is a lethe server, whose policy may differ
-	// from Policy; dry runs say so.
-	Remote bool
 	// Version is the server version reported to clients.
 	Version string
 	// Logger receives internal errors (code internal), never personal data
@@ -105,9 +98,6 @@ func New(cfg Config) (*sdk.Server, error) {
 		if err := probe.Validate(); err != nil {
 			return nil, fmt.Errorf("lock namespace: %w", err)
 		}
-	}
-	if cfg.Policy == nil {
-		cfg.Policy = lethe.DefaultPolicy()
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
@@ -306,11 +296,6 @@ func (h *handlers) inLock(g *lethe.Grain) bool {
 		}
 	}
 	return within(strings.Trim(g.Scope, "/"), h.cfg.LockScope)
-}
-
-// protected predicts whether the policy keeps g from an explicit forget.
-func (h *handlers) protected(g *lethe.Grain) (bool, string, string) {
-	return h.cfg.Policy.Protected(forgetting.FactsOf(g))
 }
 
 func boolPtr(b bool) *bool { return &b }

@@ -113,12 +113,6 @@ type ForgetInput struct {
 	DryRun  bool     `json:"dry_run,omitempty" jsonschema:"report what would be forgotten (or, with no target, what the risk sweep would drop and compress) without changing anything"`
 }
 
-// ProtectedItem is a grain a protection rule keeps.
-type ProtectedItem struct {
-	Hash   string `json:"hash"`
-	Reason string `json:"reason"`
-}
-
 // ForgetOutput is the forget tool's result, and its error result when
 // protection refuses (ok false, preserved true, reason, hint).
 type ForgetOutput struct {
@@ -128,13 +122,13 @@ type ForgetOutput struct {
 	// Target modes.
 	Count  int      `json:"count" jsonschema:"grains forgotten (or, in a dry run, that would be), every version included"`
 	Hashes []string `json:"hashes,omitempty"`
-	Status string   `json:"status,omitempty" jsonschema:"forgotten, not_found, would_forget, would_refuse or refused"`
+	Status string   `json:"status,omitempty" jsonschema:"forgotten, not_found or refused; in a dry run would_forget, not_found, held (see held_by) or protected (see reason)"`
 	// Refusal.
-	Preserved bool            `json:"preserved,omitempty" jsonschema:"true when a protection rule kept the grains and nothing changed"`
-	Code      string          `json:"code,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	Hint      string          `json:"hint,omitempty"`
-	Protected []ProtectedItem `json:"protected,omitempty" jsonschema:"in a dry run, the grains a protection rule would keep"`
+	Preserved bool   `json:"preserved,omitempty" jsonschema:"true when a protection rule kept the grains and nothing changed"`
+	Code      string `json:"code,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Hint      string `json:"hint,omitempty"`
+	HeldBy    string `json:"held_by,omitempty" jsonschema:"in a dry run, the legal hold that would refuse the forget"`
 	// Sweep mode.
 	// Pointers, so that a sweep reports its zeros and a forget by target
 	// leaves these out.
@@ -148,7 +142,7 @@ type ForgetOutput struct {
 	// Audit.
 	EventID string `json:"event_id,omitempty" jsonschema:"the audit event of a real forget"`
 	Pending bool   `json:"pending,omitempty" jsonschema:"no signed checkpoint covers the event yet"`
-	// Preview says how a dry run was computed.
+	// Preview says what a dry run is.
 	Preview string `json:"preview,omitempty"`
 }
 
@@ -461,28 +455,37 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 			return nil, nil, h.fail("forget", grains.FieldError(lethe.CodeInvalidArgument, out.Mode, "each must be 64 lowercase hex digits"))
 		}
 	}
-	if in.DryRun || h.locked() {
-		kept, err := h.preview(ctx, memory, seeds, in.Hash != nil, out)
-		if err != nil {
+	if h.locked() {
+		// Seeds outside the lock are passed over, as missing ones are.
+		if seeds, err = h.withinLock(ctx, memory, seeds, in.Hash != nil, out.Mode); err != nil {
 			return nil, nil, h.fail("forget", err)
 		}
-		// Seeds outside the lock are passed over, as missing ones are.
-		seeds = kept
-		if in.DryRun {
-			return nil, out, nil
-		}
-		// Locked: the preview checked the lock; the library decides the rest.
-		out.Count, out.Hashes, out.Status, out.Protected, out.Reason, out.Hint, out.Preview = 0, nil, "", nil, "", "", ""
 	}
 	if len(seeds) == 0 {
 		out.Status, out.Hashes = "not_found", []string{}
 		return nil, out, nil
 	}
-	sel := lethe.Selector{Memory: memory, Hashes: seeds}
+	sel := lethe.Selector{Memory: memory, Hashes: seeds, DryRun: in.DryRun}
 	if in.Hash != nil {
-		sel = lethe.Selector{Memory: memory, Hash: *in.Hash}
+		sel = lethe.Selector{Memory: memory, Hash: *in.Hash, DryRun: in.DryRun}
 	}
 	res, err := h.cfg.Library.Forget(ctx, sel)
+	if err == nil && in.DryRun {
+		// The library's dry run: its deletion rolled back, with the
+		// refusal (hold, then protection) the forget would meet.
+		out.Count, out.Hashes, out.Status, out.HeldBy, out.Reason = res.Count, res.Hashes, res.Status, res.HeldBy, res.Reason
+		switch res.Status {
+		case "protected":
+			out.Hint = "protected grains are kept on purpose and this server never overrides protection"
+		case "held":
+			out.Hint = "a legal hold keeps these grains until it is released"
+		}
+		out.Preview = "the library's dry run of this forget: nothing was changed or audited"
+		if out.Mode == "subject" || out.Mode == "user_id" {
+			out.Preview += "; the recall that found the grains recorded a retrieval of them"
+		}
+		return nil, out, nil
+	}
 	if lethe.ErrorCode(err) == lethe.CodeProtected {
 		var le *lethe.Error
 		errors.As(err, &le)
@@ -534,12 +537,12 @@ func (h *handlers) recallAll(ctx context.Context, q lethe.Query) ([]string, erro
 	}
 }
 
-// preview computes what forgetting seeds would delete, through read paths:
-// every version of their chains, and the protection rules' verdict. Under a
-// lock, a seed outside it is not found, as a missing one, and a chain with
-// another version outside it is refused. single is a forget
-// by one hash, which fails when the grain does not exist.
-func (h *handlers) preview(ctx context.Context, memory string, seeds []string, single bool, out *ForgetOutput) ([]string, error) {
+// withinLock returns the seeds inside the session's lock, and refuses a
+// seed whose chain has a version outside it (forgetting the seed would
+// delete that version too). A seed outside the lock is no grain to this
+// session: passed over as a missing one, or, for a forget by one hash
+// (single), not_found.
+func (h *handlers) withinLock(ctx context.Context, memory string, seeds []string, single bool, mode string) ([]string, error) {
 	seen := map[string]bool{}
 	kept := make([]string, 0, len(seeds))
 	for _, s := range seeds {
@@ -553,7 +556,6 @@ func (h *handlers) preview(ctx context.Context, memory string, seeds []string, s
 		if err != nil {
 			return nil, err
 		}
-		// A seed outside the lock is no grain to this session.
 		if i := slices.IndexFunc(chain, func(g lethe.Grain) bool { return g.Hash == s }); i >= 0 && !h.inLock(&chain[i]) {
 			if single {
 				return nil, noGrain(memory, s)
@@ -562,43 +564,11 @@ func (h *handlers) preview(ctx context.Context, memory string, seeds []string, s
 		}
 		kept = append(kept, s)
 		for i := range chain {
-			g := &chain[i]
-			if !h.inLock(g) {
-				return nil, forbidden(out.Mode, "a version of the chain is outside this session's lock")
+			if !h.inLock(&chain[i]) {
+				return nil, forbidden(mode, "a version of the chain is outside this session's lock")
 			}
-			if seen[g.Hash] {
-				continue
-			}
-			seen[g.Hash] = true
-			out.Hashes = append(out.Hashes, g.Hash)
-			if prot, reason, hint := h.protected(g); prot {
-				out.Protected = append(out.Protected, ProtectedItem{Hash: g.Hash, Reason: reason})
-				if out.Reason == "" {
-					out.Reason, out.Hint = reason, "protected grains are kept on purpose and this server never overrides protection; "+hint
-				}
-			}
+			seen[chain[i].Hash] = true
 		}
-	}
-	slices.Sort(out.Hashes)
-	if out.Hashes == nil {
-		out.Hashes = []string{}
-	}
-	out.Count = len(out.Hashes)
-	switch {
-	case len(out.Protected) > 0:
-		out.Status = "would_refuse"
-	case out.Count == 0:
-		out.Status = "not_found"
-	default:
-		out.Status = "would_forget"
-	}
-	out.Preview = "computed through read paths (recall, get, history): the library has no dry run for forget. " +
-		"Legal holds are not checked here; a real forget refuses held grains."
-	if out.Mode == "subject" || out.Mode == "user_id" {
-		out.Preview += " Recall recorded a retrieval of the grains it read."
-	}
-	if h.cfg.Remote {
-		out.Preview += " Protection is predicted with the default policy; the server applies its own."
 	}
 	return kept, nil
 }
