@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -299,18 +300,23 @@ func (db *DB) scopeCounts(tx *gorm.DB, spec EraseSpec, keyID int64) (map[string]
 
 // PreviewErase says what an erase of spec would do now: the grains it
 // would make unreadable, per scope, and the active holds that would refuse
-// it. It changes nothing. Rows an earlier erasure made unreadable, which
-// the cleaner deletes within seconds, may still be counted.
+// it. It changes nothing. Rows an earlier erasure made unreadable are not
+// counted, whether or not the cleaner has deleted them yet: as the erase
+// does, the preview first finishes the pending cleanup (see
+// finishCleanup), then rolls it back with everything else.
 func (db *DB) PreviewErase(ctx context.Context, spec EraseSpec) (*requests.Preview, error) {
 	pv := &requests.Preview{Scopes: map[string]int64{}, Holds: []string{}}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := db.finishCleanup(tx, spec.Memory); err != nil {
+			return err
+		}
 		var target []KeyRow
 		if err := tx.Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", spec.Memory, string(spec.Kind), spec.Name).
 			Limit(1).Find(&target).Error; err != nil {
 			return translate(err, "read data key")
 		}
 		if len(target) == 0 {
-			return nil
+			return ErrDryRun
 		}
 		var err error
 		if pv.Scopes, err = db.scopeCounts(tx, spec, target[0].ID); err != nil {
@@ -319,10 +325,12 @@ func (db *DB) PreviewErase(ctx context.Context, spec EraseSpec) (*requests.Previ
 		for _, n := range pv.Scopes {
 			pv.Count += n
 		}
-		pv.Holds, err = db.eraseHolds(tx, spec, target[0].ID, true)
-		return err
+		if pv.Holds, err = db.eraseHolds(tx, spec, target[0].ID, true); err != nil {
+			return err
+		}
+		return ErrDryRun // roll the cleanup back
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrDryRun) {
 		return nil, translate(err, "preview erasure")
 	}
 	return pv, nil
