@@ -133,7 +133,10 @@ type ForgetResult = erasure.ForgetResult
 
 // Forget hard-deletes the selected grains, every version of their chains,
 // and their index entries, in one transaction. A version chain is one fact:
-// forgetting any version forgets them all. A forget by hash or hashes of a
+// forgetting any version forgets them all, whoever wrote them, so a forget
+// by user, or narrowed by user, also deletes other users' versions of the
+// chains it selects (Selector.DryRun lists them first); ForgetUser is the
+// way to remove one user's versions only. A forget by hash or hashes of a
 // grain a protection rule of the policy keeps (pinned, a protected type,
 // high importance) refuses with code protected, a reason and a hint, and
 // the refusal is audited; see ForceForget.
