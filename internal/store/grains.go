@@ -547,12 +547,14 @@ func (f *Filter) resolve(tx *gorm.DB) error {
 //     value's entries are in id order (see GrainRow). A recall reads at
 //     most limit rows per value however many rows match, where one IN list
 //     would read every match and sort them. The branches select ids; the
-//     page's rows are read by id.
+//     page's rows are read by id. On SQLite a branch is spelled out per
+//     value (sqliteBranches); on PostgreSQL the values are one array
+//     parameter read behind LATERAL, one statement for any number of
+//     them (pgBranches).
 //   - SQLite is told the index (INDEXED BY). PostgreSQL cannot be told, so
-//     a token or user branch states its memory in a form no index serves:
-//     the only index with a condition is the driver's. The scope index is
-//     (scope, memory, id), so that a scope branch's conditions are all its. The rows are read by id behind
-//     LATERAL and OFFSET 0, which no plan can turn into a scan of grains.
+//     a branch leaves it no other index that gives its order (see
+//     pgBranches), and the rows are read by id behind LATERAL and OFFSET
+//     0, which no plan can turn into a scan of grains.
 //   - with no driver, the memory's rows are walked newest first
 //     (idx_grains_mem), which is the only index a memory alone can use.
 func (db *DB) findQuery(f *Filter) (string, []any) {
@@ -561,112 +563,188 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 	if f.Limit > 0 {
 		limit = " LIMIT " + strconv.Itoa(f.Limit)
 	}
-	cols := foundColumns
-	if db.dialect == SQLite {
-		cols = packedColumns
-	}
-	var vals []any
-	index, col := "", ""
-	switch d {
-	case driveWalk:
-		cond, args := db.whereSQLSkip(f, d, "")
-		from := "grains"
+	if d == driveWalk {
+		cols, from := foundColumns, "grains"
 		if db.dialect == SQLite {
-			from = "grains INDEXED BY idx_grains_mem"
+			cols, from = packedColumns, "grains INDEXED BY idx_grains_mem"
 		}
+		cond, args := db.whereSQLSkip(f, d, "")
 		q := "SELECT " + cols + " FROM " + from + " WHERE " + cond + " ORDER BY id DESC" + limit
 		return db.rebind(q), append([]any{f.Memory, f.Memory}, args...)
+	}
+	var index, col string
+	var vals any // the driver's values: [][]byte, []int64 or []string
+	switch d {
 	case driveSubject:
-		index, col, vals = "idx_grains_s", "s_tok", anys(f.Subject)
+		index, col, vals = "idx_grains_s", "s_tok", distinctBytes(f.Subject)
 	case driveObject:
-		index, col, vals = "idx_grains_o", "o_tok", anys(f.Object)
+		index, col, vals = "idx_grains_o", "o_tok", distinctBytes(f.Object)
 	case driveRelation:
-		index, col, vals = "idx_grains_r", "r_tok", anys(f.Relation)
+		index, col, vals = "idx_grains_r", "r_tok", distinctBytes(f.Relation)
 	case driveUser:
-		index, col, vals = "idx_grains_userkey", "user_key_id", anys(nonEmpty(f.userKeyIDs))
+		index, col, vals = "idx_grains_userkey", "user_key_id", distinctOf(nonEmpty(f.userKeyIDs))
 	case driveTag:
-		index, vals = "idx_grain_tags_tg", anys(f.Tags[0])
+		index, vals = "idx_grain_tags_tg", distinctBytes(f.Tags[0])
 	case driveScope:
-		index, col, vals = "idx_grains_scope", "scope", anys(nonEmptyScopes(f.scopes))
+		index, col, vals = "idx_grains_scope", "scope", distinctOf(nonEmptyScopes(f.scopes))
 	}
 	cond, args := db.whereSQLSkip(f, d, "g.")
 	if db.dialect == SQLite {
-		index = " INDEXED BY " + index
-	} else if index = ""; d != driveScope {
-		// A token or user branch must not let PostgreSQL take the memory
-		// condition to idx_grains_mem instead of the driver's index. IS NOT
-		// DISTINCT FROM (memory is never NULL) no index serves, and it is
-		// estimated like "=", from the memory's statistics; a hidden form
-		// such as memory || '' is estimated at 0.5% and made PostgreSQL
-		// read every row of a broad token and sort them.
-		cond = "g.memory IS NOT DISTINCT FROM ?" + strings.TrimPrefix(cond, "g.memory = ?")
+		return sqliteBranches(f, d, index, col, vals, cond, args, limit)
 	}
+	return db.pgBranches(f, d, col, vals, cond, args, limit)
+}
+
+// sqliteBranches is findQuery's statement on SQLite for driver d: one
+// branch per value, each told its index, in a MATERIALIZED CTE (SQLite
+// would otherwise push the join and the sort into every branch and merge
+// them). The parameters are numbered (?N), so that the conditions beside
+// the driver's are bound once, not once per branch: every bind is a cgo
+// call.
+func sqliteBranches(f *Filter, d int, index, col string, vals any, cond string, args []any, limit string) (string, []any) {
+	cond = numbered(cond, 1) // ?1 is the memory
+	values := anysOf(vals)
+	all := append(args, values...)
 	var b strings.Builder
-	var all []any
-	branch := func(eq string, v []any) {
-		if b.Len() > 0 {
+	n := 0
+	branch := func(eq string) {
+		if n++; n > 1 {
 			b.WriteString(" UNION ALL ")
 		}
 		b.WriteString("SELECT id FROM (")
-		switch {
-		case d == driveTag && db.dialect == SQLite:
-			b.WriteString("SELECT g.id FROM grain_tags AS t" + index + " CROSS JOIN grains AS g WHERE g.id = t.grain_id AND t.token " +
+		if d == driveTag {
+			b.WriteString("SELECT g.id FROM grain_tags AS t INDEXED BY " + index + " CROSS JOIN grains AS g WHERE g.id = t.grain_id AND t.token " +
 				eq + " AND " + cond + " ORDER BY t.grain_id DESC")
-		case d == driveTag:
-			// LATERAL with OFFSET 0 fences the grain lookup: by id, once
-			// per tag entry, never a join that scans grains.
-			b.WriteString("SELECT t.grain_id AS id FROM grain_tags AS t CROSS JOIN LATERAL (SELECT 1 FROM grains AS g WHERE g.id = t.grain_id AND " +
-				cond + " OFFSET 0) AS ok WHERE t.token " + eq + " ORDER BY t.grain_id DESC")
-		default:
-			b.WriteString("SELECT g.id FROM grains AS g" + index + " WHERE g." + col + " " + eq + " AND " + cond + " ORDER BY g.id DESC")
+		} else {
+			b.WriteString("SELECT g.id FROM grains AS g INDEXED BY " + index + " WHERE g." + col + " " + eq + " AND " + cond + " ORDER BY g.id DESC")
 		}
 		b.WriteString(limit)
 		b.WriteString(") AS b")
-		b.WriteString(strconv.Itoa(len(all)))
-		if d == driveTag && db.dialect == Postgres {
-			all = append(all, args...)
-			all = append(all, v...)
-		} else {
-			all = append(all, v...)
-			all = append(all, args...)
-		}
+		b.WriteString(strconv.Itoa(n))
 	}
 	// The branches are disjoint, and UNION ALL need not sort them to
 	// drop duplicates: a row has one token per field (the values are one
 	// per scope, and a row is in one scope), one key, one scope, and no
 	// tag token twice. The values themselves are distinct.
-	vals = distinct(vals)
-	if len(vals) <= maxBranches {
-		for _, v := range vals {
-			branch("= ?", []any{v})
+	if len(values) <= maxBranches {
+		for i := range values {
+			branch("= ?" + strconv.Itoa(len(args)+1+i))
 		}
 	} else {
-		branch("IN ("+strings.Repeat("?, ", len(vals)-1)+"?)", vals)
+		branch("IN (" + numbered(strings.Repeat("?, ", len(values)-1)+"?", len(args)+1) + ")")
 	}
-	if db.dialect == SQLite {
-		// MATERIALIZED: SQLite would otherwise push the join and the
-		// sort into every branch and merge them.
-		q := "WITH hit AS MATERIALIZED (" + b.String() + ") SELECT grains." + cols +
-			" FROM hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC" + limit
-		return q, append(all, f.Memory, f.Memory) // the branches' come first
-	}
-	q := "SELECT g.*, " + epochExpr + ", " + scopeGenExpr + " FROM (" + b.String() +
-		") AS hit CROSS JOIN LATERAL (SELECT " + rowColumns + " FROM grains WHERE grains.id = hit.id OFFSET 0) AS g WHERE g.memory = ? ORDER BY g.id DESC" + limit
-	return db.rebind(q), append(append([]any{f.Memory, f.Memory}, all...), f.Memory)
+	q := "WITH hit AS MATERIALIZED (" + b.String() + ") SELECT grains." + strings.ReplaceAll(packedColumns, "?", "?1") +
+		" FROM hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC" + limit
+	return q, all
 }
 
-// distinct returns vals without repeats, in order.
-func distinct(vals []any) []any {
+// pgBranches is findQuery's statement on PostgreSQL for driver d: the
+// values are one array parameter, and each is read behind LATERAL, its
+// index backwards, up to the limit. The statement's text is the same
+// however many values there are (one per scope the query covers), so it
+// is prepared once and its plan is small: a branch per value spelled out
+// cost more to plan (1.3 ms for 8) than to run.
+//
+// A token or user branch must not let PostgreSQL take the memory condition
+// to idx_grains_mem instead of the driver's index: IS NOT DISTINCT FROM
+// (memory is never NULL) no index serves, and it is estimated like "=",
+// from the memory's statistics; a hidden form (the memory concatenated
+// with an empty string) is estimated at 0.5% and made PostgreSQL read every row of a broad token
+// and sort them. The scope index is (scope, memory, id), so a scope
+// branch's conditions are all its. The page's rows are read by id behind
+// LATERAL and OFFSET 0, which no plan can turn into a scan of grains.
+func (db *DB) pgBranches(f *Filter, d int, col string, vals any, cond string, args []any, limit string) (string, []any) {
+	if d != driveScope {
+		cond = "g.memory IS NOT DISTINCT FROM ?" + strings.TrimPrefix(cond, "g.memory = ?")
+	}
+	typ := "bytea[]"
+	switch vals.(type) {
+	case []int64:
+		typ = "bigint[]"
+	case []string:
+		typ = "text[]"
+	}
+	// A value is matched as the range [x, x], and the rows ordered by
+	// (value, id): the order only the driver's index gives. With "= x" the
+	// value drops out of the order (it is constant), and a plan made for
+	// an unknown value (one statement for them all) walked the primary
+	// key backwards, filtering: every row of the memory for a value of
+	// few rows.
+	var branch string
+	switch d {
+	case driveTag:
+		// LATERAL with OFFSET 0 fences the grain lookup: by id, once per
+		// tag entry, never a join that scans grains.
+		branch = "SELECT t.grain_id AS id FROM grain_tags AS t CROSS JOIN LATERAL (SELECT 1 FROM grains AS g WHERE g.id = t.grain_id AND " +
+			cond + " OFFSET 0) AS ok WHERE t.token >= v.x AND t.token <= v.x ORDER BY t.token DESC, t.grain_id DESC"
+	case driveScope:
+		// The scope index is (scope text_pattern_ops, memory, id): its
+		// operators, and its order (the memory is constant).
+		branch = "SELECT g.id FROM grains AS g WHERE g.scope ~>=~ v.x AND g.scope ~<=~ v.x AND " + cond +
+			" ORDER BY g.scope USING ~>~, g.id DESC"
+	default:
+		branch = "SELECT g.id FROM grains AS g WHERE g." + col + " >= v.x AND g." + col + " <= v.x AND " + cond +
+			" ORDER BY g." + col + " DESC, g.id DESC"
+	}
+	q := "SELECT g.*, " + epochExpr + ", " + scopeGenExpr + " FROM (SELECT b.id FROM unnest(?::" + typ + ") AS v(x) CROSS JOIN LATERAL (" +
+		branch + limit + ") AS b) AS hit CROSS JOIN LATERAL (SELECT " + rowColumns +
+		" FROM grains WHERE grains.id = hit.id OFFSET 0) AS g WHERE g.memory = ? ORDER BY g.id DESC" + limit
+	out := append([]any{f.Memory, f.Memory, vals}, args...)
+	return db.rebind(q), append(out, f.Memory)
+}
+
+// numbered turns the ? placeholders of q into SQLite's ?N, from ?from on.
+func numbered(q string, from int) string {
+	var b strings.Builder
+	for i := 0; i < len(q); i++ {
+		if q[i] != '?' {
+			b.WriteByte(q[i])
+			continue
+		}
+		b.WriteByte('?')
+		b.WriteString(strconv.Itoa(from))
+		from++
+	}
+	return b.String()
+}
+
+// distinctBytes returns vals without repeats, in order.
+func distinctBytes(vals [][]byte) [][]byte {
 	out := vals[:0:0]
 	seen := make(map[string]bool, len(vals))
 	for _, v := range vals {
-		k := fmt.Sprintf("%T:%v", v, v)
-		if !seen[k] {
-			seen[k] = true
+		if !seen[string(v)] {
+			seen[string(v)] = true
 			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// distinctOf returns vals without repeats, in order.
+func distinctOf[T comparable](vals []T) []T {
+	out := vals[:0:0]
+	seen := make(map[T]bool, len(vals))
+	for _, v := range vals {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// anysOf returns the values of vals, a [][]byte, []int64 or []string.
+func anysOf(vals any) []any {
+	switch v := vals.(type) {
+	case [][]byte:
+		return anys(v)
+	case []int64:
+		return anys(v)
+	case []string:
+		return anys(v)
+	}
+	panic(fmt.Sprintf("store: driver values of type %T", vals))
 }
 
 // nonEmptyScopes returns scopes, or a list no row matches when it is empty.
