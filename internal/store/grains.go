@@ -657,6 +657,9 @@ func (db *DB) pgBranches(f *Filter, d int, col string, vals any, cond string, ar
 	if d != driveScope {
 		cond = "g.memory IS NOT DISTINCT FROM ?" + strings.TrimPrefix(cond, "g.memory = ?")
 	}
+	if d == driveUser || d == driveScope {
+		return db.pgSpelled(f, col, anysOf(vals), cond, args, limit)
+	}
 	typ := "bytea[]"
 	switch vals.(type) {
 	case []int64:
@@ -691,6 +694,26 @@ func (db *DB) pgBranches(f *Filter, d int, col string, vals any, cond string, ar
 		" FROM grains WHERE grains.id = hit.id OFFSET 0) AS g WHERE g.memory = ? ORDER BY g.id DESC" + limit
 	out := append([]any{f.Memory, f.Memory, vals}, args...)
 	return db.rebind(q), append(out, f.Memory)
+}
+
+// pgSpelled is pgBranches with one branch spelled out per value, each
+// planned for its value, for the user and scope drivers: a user has a few
+// keys and a prefix a few scopes, and these were slower as one array
+// (BenchmarkRecallMatrix, docs/performance.md).
+func (db *DB) pgSpelled(f *Filter, col string, vals []any, cond string, args []any, limit string) (string, []any) {
+	var b strings.Builder
+	var all []any
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT id FROM (SELECT g.id FROM grains AS g WHERE g." + col + " = ? AND " + cond + " ORDER BY g.id DESC" + limit +
+			") AS b" + strconv.Itoa(i))
+		all = append(append(all, v), args...)
+	}
+	q := "SELECT g.*, " + epochExpr + ", " + scopeGenExpr + " FROM (" + b.String() +
+		") AS hit CROSS JOIN LATERAL (SELECT " + rowColumns + " FROM grains WHERE grains.id = hit.id OFFSET 0) AS g WHERE g.memory = ? ORDER BY g.id DESC" + limit
+	return db.rebind(q), append(append([]any{f.Memory, f.Memory}, all...), f.Memory)
 }
 
 // numbered turns the ? placeholders of q into SQLite's ?N, from ?from on.
