@@ -254,6 +254,62 @@ func (o outbox) SaveCheckpoint(ctx context.Context, c audit.SignedCheckpoint) er
 	return o.st.SaveCheckpoint(ctx, store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
 }
 
+// atomicOutbox is the outbox of a store that also holds the embedded log:
+// a sequencer step runs in one transaction of it (audit.AtomicOutbox).
+type atomicOutbox struct {
+	outbox
+	log *audit.EmbeddedLog
+}
+
+var _ audit.AtomicOutbox = atomicOutbox{}
+
+func (o atomicOutbox) Atomic(ctx context.Context, fn func(audit.Outbox, audit.Log) error) error {
+	return o.st.InAuditTx(ctx, func(a *store.AuditTx) error {
+		return fn(txOutbox{a: a, now: o.now}, o.log.In(a.Gorm()))
+	})
+}
+
+// txOutbox is the outbox in one transaction: the transaction carries the
+// context it began with, so the ctx arguments go unused.
+type txOutbox struct {
+	a   *store.AuditTx
+	now func() time.Time
+}
+
+func (o txOutbox) AssignSequence(_ context.Context, max int) (int, error) {
+	return o.a.AssignSequence(max)
+}
+
+func (o txOutbox) Sequenced(_ context.Context, from uint64, max int) ([]audit.Sequenced, error) {
+	evs, err := o.a.Sequenced(int64(from), max)
+	out := make([]audit.Sequenced, len(evs))
+	for i, e := range evs {
+		out[i] = audit.Sequenced{Index: uint64(e.Seq), Leaf: e.Leaf}
+	}
+	return out, err
+}
+
+func (o txOutbox) Counters(context.Context) (uint64, uint64, error) {
+	n, a, err := o.a.SequenceCounters()
+	return uint64(n), uint64(a), err
+}
+
+func (o txOutbox) SetAppended(_ context.Context, n uint64) error {
+	return o.a.SetAppended(int64(n))
+}
+
+func (o txOutbox) LatestCheckpoint(context.Context) (*audit.SignedCheckpoint, error) {
+	row, err := o.a.LatestCheckpoint()
+	if err != nil || row == nil {
+		return nil, err
+	}
+	return signedOf(row), nil
+}
+
+func (o txOutbox) SaveCheckpoint(_ context.Context, c audit.SignedCheckpoint) error {
+	return o.a.SaveCheckpoint(store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
+}
+
 // opener adapts the DB's sealer to recall.Opener.
 type opener struct{ db *DB }
 

@@ -195,6 +195,9 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 		return err
 	}
 	var log audit.Log
+	// With the embedded log the outbox and the log share the store: a
+	// sequencer step is one transaction.
+	var ob audit.Outbox = outbox{db.store, db.now}
 	if cfg.TrillianAddr != "" {
 		conn, err := grpc.NewClient(cfg.TrillianAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -213,6 +216,7 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 			return err
 		}
 		log = el
+		ob = atomicOutbox{outbox: outbox{db.store, db.now}, log: el}
 	}
 	db.log = log
 	db.signer = signer
@@ -220,7 +224,7 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: outbox{db.store, db.now}, Log: log, Signer: signer,
+	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: ob, Log: log, Signer: signer,
 		Origin: cfg.AuditOrigin, Logger: db.logger, Cosign: cosign})
 	db.journal = audit.NewJournal(audit.JournalConfig{Events: db.store, Sequencer: db.seq, Signer: signer, Now: db.now, ProofWait: cfg.ProofWait})
 	db.store.SetKeyEvent(func(ctx context.Context, rs []keys.Record) ([]store.Event, error) {

@@ -43,9 +43,17 @@ import (
 type EmbeddedLog struct {
 	db  *gorm.DB
 	now func() time.Time // dates the stored roots
+	*embeddedShared
+}
 
-	mu  sync.Mutex     // serializes Append in this process
-	rng *compact.Range // [0, size) after our last Append, nil if unknown
+// embeddedShared is what an EmbeddedLog and its views in transactions
+// (see [EmbeddedLog.In]) share.
+type embeddedShared struct {
+	mu sync.Mutex // serializes Append in this process
+	// rng is [0, size) after our last Append, nil if unknown. It may be
+	// ahead of the database when the transaction of a view's Append rolled
+	// back: rangeAt uses it only when the stored size and root match it.
+	rng *compact.Range
 
 	notifyMu sync.Mutex
 	notify   chan struct{} // closed (and replaced) after each Append
@@ -112,7 +120,15 @@ func NewEmbeddedLog(db *gorm.DB, now func() time.Time) (*EmbeddedLog, error) {
 	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&st).Error; err != nil {
 		return nil, fmt.Errorf("audit: create embedded log state: %w", err)
 	}
-	return &EmbeddedLog{db: db, now: now, notify: make(chan struct{})}, nil
+	return &EmbeddedLog{db: db, now: now, embeddedShared: &embeddedShared{notify: make(chan struct{})}}, nil
+}
+
+// In returns the log read and written in tx, a transaction on the log's
+// database: an Append through it commits, or rolls back, with tx (its own
+// transaction becomes a savepoint). The sequencer uses it to number,
+// append and checkpoint in one transaction (see [AtomicOutbox]).
+func (l *EmbeddedLog) In(tx *gorm.DB) *EmbeddedLog {
+	return &EmbeddedLog{db: tx, now: l.now, embeddedShared: l.embeddedShared}
 }
 
 // Append implements [Log.Append]. Leaves are integrated when it returns.
@@ -233,8 +249,12 @@ func compareStored(tx *gorm.DB, start uint64, leaves [][]byte) error {
 // the cached one, or one read from the stored nodes and checked against the
 // stored root, so that a modified border node is not built upon.
 func (l *EmbeddedLog) rangeAt(db *gorm.DB, size uint64, root []byte) (*compact.Range, error) {
-	if l.rng != nil && l.rng.End() == size {
-		return rangeFactory.NewRange(0, size, slices.Clone(l.rng.Hashes()))
+	if l.rng != nil && l.rng.End() == size && size > 0 {
+		// The cached range may be one a rolled-back transaction built:
+		// trust it only if it hashes to the stored root.
+		if got, err := l.rng.GetRootHash(nil); err == nil && bytes.Equal(got, root) {
+			return rangeFactory.NewRange(0, size, slices.Clone(l.rng.Hashes()))
+		}
 	}
 	hashes, err := fetchNodes(db, compact.RangeNodes(0, size, nil))
 	if err != nil {

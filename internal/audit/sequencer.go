@@ -36,6 +36,17 @@ type Outbox interface {
 	SaveCheckpoint(ctx context.Context, c SignedCheckpoint) error
 }
 
+// AtomicOutbox is an Outbox that shares its database with the Log. Atomic
+// runs fn in one transaction of that database, with the outbox and the log
+// both bound to it: fn's writes commit together when fn returns nil, and
+// none of them when it fails (or the process dies). A Sequencer given one
+// (and no CosignFunc) runs each step (numbering, append, appended counter,
+// checkpoint) in one transaction: one commit, one flush.
+type AtomicOutbox interface {
+	Outbox
+	Atomic(ctx context.Context, fn func(o Outbox, l Log) error) error
+}
+
 // Sequenced is an event with its leaf index.
 type Sequenced struct {
 	Index uint64
@@ -148,55 +159,84 @@ func (s *Sequencer) Run(ctx context.Context, interval time.Duration) {
 const batch = 1000
 
 // Step numbers waiting events, appends numbered ones the log lacks, waits
-// for the log to integrate them (bounded), and signs a new checkpoint.
+// for the log to integrate them (bounded), and signs a new checkpoint. With
+// an AtomicOutbox and no cosigner all of it is one transaction, and a crash
+// leaves the step undone, to be done again; otherwise each part commits on
+// its own and the next step resumes where the database says the last one
+// stopped.
 func (s *Sequencer) Step(ctx context.Context) error {
-	for {
-		n, err := s.outbox.AssignSequence(ctx, batch)
+	if a, ok := s.outbox.(AtomicOutbox); ok && s.cosign == nil {
+		var cp *SignedCheckpoint
+		err := a.Atomic(ctx, func(o Outbox, l Log) error {
+			var err error
+			cp, err = s.step(ctx, o, l)
+			return err
+		})
 		if err != nil {
 			return err
+		}
+		if cp != nil {
+			s.noteCovered(cp.Size)
+		}
+		return nil
+	}
+	cp, err := s.step(ctx, s.outbox, s.log)
+	if cp != nil {
+		s.noteCovered(cp.Size)
+	}
+	return err
+}
+
+// step is Step on outbox o and log l; it returns the latest checkpoint
+// (nil when the log is empty), which the caller notes as covered once it
+// is committed.
+func (s *Sequencer) step(ctx context.Context, o Outbox, l Log) (*SignedCheckpoint, error) {
+	for {
+		n, err := o.AssignSequence(ctx, batch)
+		if err != nil {
+			return nil, err
 		}
 		if n < batch {
 			break
 		}
 	}
-	next, appended, err := s.outbox.Counters(ctx)
+	next, appended, err := o.Counters(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for appended < next {
-		evs, err := s.outbox.Sequenced(ctx, appended, batch)
+		evs, err := o.Sequenced(ctx, appended, batch)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(evs) == 0 || evs[0].Index != appended {
-			return fmt.Errorf("audit: outbox has no event at index %d", appended)
+			return nil, fmt.Errorf("audit: outbox has no event at index %d", appended)
 		}
 		leaves := make([][]byte, 0, len(evs))
 		for i, e := range evs {
 			if e.Index != appended+uint64(i) {
-				return fmt.Errorf("audit: outbox gap at index %d", appended+uint64(i))
+				return nil, fmt.Errorf("audit: outbox gap at index %d", appended+uint64(i))
 			}
 			leaves = append(leaves, e.Leaf)
 		}
-		if err := s.log.Append(ctx, appended, leaves); err != nil {
-			return err
+		if err := l.Append(ctx, appended, leaves); err != nil {
+			return nil, err
 		}
 		appended += uint64(len(leaves))
-		if err := s.outbox.SetAppended(ctx, appended); err != nil {
-			return err
+		if err := o.SetAppended(ctx, appended); err != nil {
+			return nil, err
 		}
 	}
 	if appended == 0 {
-		return nil
+		return nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = s.log.WaitIntegrated(wctx, appended)
+	err = l.WaitIntegrated(wctx, appended)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("audit: waiting for the log to integrate %d leaves: %w", appended, err)
+		return nil, fmt.Errorf("audit: waiting for the log to integrate %d leaves: %w", appended, err)
 	}
-	_, err = s.SignCheckpoint(ctx)
-	return err
+	return s.signCheckpoint(ctx, o, l)
 }
 
 // SignCheckpoint signs a checkpoint for the log's current integrated size,
@@ -204,11 +244,21 @@ func (s *Sequencer) Step(ctx context.Context) error {
 // signed. It returns the latest checkpoint (possibly the old one when the
 // log has not grown).
 func (s *Sequencer) SignCheckpoint(ctx context.Context) (*SignedCheckpoint, error) {
-	size, root, err := s.log.Root(ctx)
+	cp, err := s.signCheckpoint(ctx, s.outbox, s.log)
+	if cp != nil {
+		s.noteCovered(cp.Size)
+	}
+	return cp, err
+}
+
+// signCheckpoint is SignCheckpoint on outbox o and log l, without noting
+// the checkpoint as covered (the caller does once it is committed).
+func (s *Sequencer) signCheckpoint(ctx context.Context, o Outbox, l Log) (*SignedCheckpoint, error) {
+	size, root, err := l.Root(ctx)
 	if err != nil {
 		return nil, err
 	}
-	last, err := s.outbox.LatestCheckpoint(ctx)
+	last, err := o.LatestCheckpoint(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -220,10 +270,9 @@ func (s *Sequencer) SignCheckpoint(ctx context.Context) (*SignedCheckpoint, erro
 			if root != last.Root {
 				return nil, fmt.Errorf("audit: log root at size %d differs from the signed checkpoint: refusing to sign", size)
 			}
-			s.noteCovered(size)
 			return last, nil
 		}
-		p, err := s.log.ConsistencyProof(ctx, last.Size, size)
+		p, err := l.ConsistencyProof(ctx, last.Size, size)
 		if err != nil {
 			return nil, err
 		}
@@ -244,10 +293,9 @@ func (s *Sequencer) SignCheckpoint(ctx context.Context) (*SignedCheckpoint, erro
 		}
 	}
 	cp := SignedCheckpoint{Size: size, Root: root, Note: note}
-	if err := s.outbox.SaveCheckpoint(ctx, cp); err != nil {
+	if err := o.SaveCheckpoint(ctx, cp); err != nil {
 		return nil, err
 	}
-	s.noteCovered(size)
 	return &cp, nil
 }
 

@@ -34,6 +34,9 @@ import (
 // Store is what an Eraser needs of the store. *store.DB implements it.
 type Store interface {
 	EraseKey(ctx context.Context, spec store.EraseSpec, mk store.EventsFunc[*store.Erasure]) (*store.Erasure, error)
+	// ScrubErased removes the residue of the keys erases with
+	// EraseSpec.DeferScrub destroyed (see store.DB.ScrubErased).
+	ScrubErased(ctx context.Context)
 	PreviewErase(ctx context.Context, spec store.EraseSpec) (*requests.Preview, error)
 	SetHold(ctx context.Context, h store.HoldRow, evs []store.Event) error
 	ReleaseHold(ctx context.Context, memory, id string, now int64, evs []store.Event) error
@@ -235,6 +238,8 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 	var leaf []byte
 	var eventID string
 	var kekVersion uint64
+	// The scrub runs beside the wait for the event's checkpoint, below.
+	spec.DeferScrub = true
 	er, err := e.cfg.Store.EraseKey(ctx, spec, func(ctx context.Context, er *store.Erasure) ([]store.Event, error) {
 		var kek string
 		kekVersion, kek = keys.KEKVersion(e.cfg.KEK, er.Destroyed)
@@ -266,6 +271,16 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 	if err != nil {
 		return nil, e.Refused(ctx, spec.Memory, err)
 	}
+	// The destroyed keys' residue is scrubbed while the receipt waits for
+	// a checkpoint covering the event (the sequencer's step touches no key
+	// table): the call returns once both are done, as before, in the time
+	// of the longer.
+	e.cfg.Journal.Committed()
+	scrubbed := make(chan struct{})
+	go func() {
+		defer close(scrubbed)
+		e.cfg.Store.ScrubErased(ctx)
+	}()
 	// This process drops its cached keys now; other processes see the new
 	// erase epoch with the next rows they read.
 	e.cfg.Keys.Purge()
@@ -274,6 +289,7 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 		e.cfg.Erased()
 	}
 	r, err := e.cfg.Journal.Receipt(ctx, eventID, leaf)
+	<-scrubbed
 	if err != nil {
 		return nil, err
 	}

@@ -145,9 +145,38 @@ const sequencerLock = 0x6c657468652d7371
 // the write lock on SQLite), and numbers are taken in the same transaction
 // that records them, so there are no gaps.
 func (db *DB) AssignSequence(ctx context.Context, max int) (int, error) {
-	n := 0
+	return db.auditTx(ctx).AssignSequence(max)
+}
+
+// AuditTx is the sequencer's part of the outbox on one transaction (see
+// DB.InAuditTx), or on the database itself.
+type AuditTx struct {
+	g       *gorm.DB
+	dialect string
+}
+
+func (db *DB) auditTx(ctx context.Context) *AuditTx {
+	return &AuditTx{g: db.gorm.WithContext(ctx), dialect: db.dialect}
+}
+
+// InAuditTx runs fn in one transaction, handed as an AuditTx: what fn
+// writes through it (and through its Gorm, such as an audit.EmbeddedLog's
+// view) commits together when fn returns nil, and not at all otherwise.
+func (db *DB) InAuditTx(ctx context.Context, fn func(a *AuditTx) error) error {
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if db.dialect == Postgres {
+		return fn(&AuditTx{g: tx, dialect: db.dialect})
+	})
+	return translate(err, "audit sequencer step")
+}
+
+// Gorm returns the transaction (or database) a is bound to.
+func (a *AuditTx) Gorm() *gorm.DB { return a.g }
+
+// AssignSequence is DB.AssignSequence in a.
+func (a *AuditTx) AssignSequence(max int) (int, error) {
+	n := 0
+	err := a.g.Transaction(func(tx *gorm.DB) error {
+		if a.dialect == Postgres {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", sequencerLock).Error; err != nil {
 				return err
 			}
@@ -188,8 +217,13 @@ type SequencedEvent struct {
 
 // Sequenced returns up to max numbered events from index from on, in order.
 func (db *DB) Sequenced(ctx context.Context, from int64, max int) ([]SequencedEvent, error) {
+	return db.auditTx(ctx).Sequenced(from, max)
+}
+
+// Sequenced is DB.Sequenced in a.
+func (a *AuditTx) Sequenced(from int64, max int) ([]SequencedEvent, error) {
 	var rows []EventRow
-	err := db.gorm.WithContext(ctx).Where("seq >= ?", from).Order("seq").Limit(max).Find(&rows).Error
+	err := a.g.Where("seq >= ?", from).Order("seq").Limit(max).Find(&rows).Error
 	if err != nil {
 		return nil, translate(err, "read audit events")
 	}
@@ -203,8 +237,13 @@ func (db *DB) Sequenced(ctx context.Context, from int64, max int) ([]SequencedEv
 // SequenceCounters returns the next index to assign and how many leaves the
 // log has accepted.
 func (db *DB) SequenceCounters(ctx context.Context) (next, appended int64, err error) {
+	return db.auditTx(ctx).SequenceCounters()
+}
+
+// SequenceCounters is DB.SequenceCounters in a.
+func (a *AuditTx) SequenceCounters() (next, appended int64, err error) {
 	var st []SequenceState
-	if err := db.gorm.WithContext(ctx).Where("id = 1").Find(&st).Error; err != nil {
+	if err := a.g.Where("id = 1").Find(&st).Error; err != nil {
 		return 0, 0, translate(err, "read audit sequence")
 	}
 	if len(st) == 0 {
@@ -216,7 +255,12 @@ func (db *DB) SequenceCounters(ctx context.Context) (next, appended int64, err e
 // SetAppended records that the log holds the first n leaves. It never
 // moves the counter backwards.
 func (db *DB) SetAppended(ctx context.Context, n int64) error {
-	err := db.gorm.WithContext(ctx).Model(&SequenceState{}).Where("id = 1 AND appended < ?", n).Update("appended", n).Error
+	return db.auditTx(ctx).SetAppended(n)
+}
+
+// SetAppended is DB.SetAppended in a.
+func (a *AuditTx) SetAppended(n int64) error {
+	err := a.g.Model(&SequenceState{}).Where("id = 1 AND appended < ?", n).Update("appended", n).Error
 	return translate(err, "record audit append")
 }
 
@@ -239,8 +283,13 @@ func (db *DB) CommittedEvent(ctx context.Context, id string) (*audit.Committed, 
 
 // LatestCheckpoint returns the largest signed checkpoint, or nil if none.
 func (db *DB) LatestCheckpoint(ctx context.Context) (*CheckpointRow, error) {
+	return db.auditTx(ctx).LatestCheckpoint()
+}
+
+// LatestCheckpoint is DB.LatestCheckpoint in a.
+func (a *AuditTx) LatestCheckpoint() (*CheckpointRow, error) {
 	var rows []CheckpointRow
-	if err := db.gorm.WithContext(ctx).Order("size DESC").Limit(1).Find(&rows).Error; err != nil {
+	if err := a.g.Order("size DESC").Limit(1).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read checkpoint")
 	}
 	if len(rows) == 0 {
@@ -264,7 +313,12 @@ func (db *DB) CheckpointAt(ctx context.Context, size int64) (*CheckpointRow, err
 // SaveCheckpoint stores a signed checkpoint. Storing the same size twice
 // keeps the first (signatures are deterministic, so replicas agree).
 func (db *DB) SaveCheckpoint(ctx context.Context, c CheckpointRow) error {
-	err := db.gorm.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&c).Error
+	return db.auditTx(ctx).SaveCheckpoint(c)
+}
+
+// SaveCheckpoint is DB.SaveCheckpoint in a.
+func (a *AuditTx) SaveCheckpoint(c CheckpointRow) error {
+	err := a.g.Clauses(clause.OnConflict{DoNothing: true}).Create(&c).Error
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return nil
 	}

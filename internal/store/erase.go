@@ -182,6 +182,10 @@ type EraseSpec struct {
 	// invalid_state), records the result in it and destroys its sealed
 	// subject.
 	Request *requests.Transition
+	// DeferScrub leaves the scrub of the destroyed keys' residue to the
+	// caller, who must call ScrubErased before it returns (the eraser
+	// runs it beside its wait for the event's checkpoint).
+	DeferScrub bool
 }
 
 // EraseKey destroys the live key named by spec (and, for scopes and
@@ -328,12 +332,20 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 		return er, translate(err, "erase")
 	}
 	db.noteDestroyed(xid, dirty)
-	if serr := db.scrubKeys(ctx); serr != nil {
-		// The key is destroyed; only its residue may outlive this call.
-		// The next erase or RetryScrub tries again.
-		db.log.Warn("scrub after erase failed", slog.Any("error", serr))
+	if !spec.DeferScrub {
+		db.ScrubErased(ctx)
 	}
 	return er, nil
+}
+
+// ScrubErased removes the residue of the keys destroyed by erases that
+// committed before the call (see scrubKeys), logging a failure: the key is
+// destroyed; only its residue may outlive the erase. The next erase or
+// RetryScrub tries again.
+func (db *DB) ScrubErased(ctx context.Context) {
+	if serr := db.scrubKeys(ctx); serr != nil {
+		db.log.Warn("scrub after erase failed", slog.Any("error", serr))
+	}
 }
 
 // checkEraseHolds refuses an erase that would destroy held grains.
