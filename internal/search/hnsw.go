@@ -250,8 +250,8 @@ func (g *graph) greedy(q []float32, ep cand, l int) cand {
 func (g *graph) searchLayer(q []float32, eps []cand, ef, l int) []cand {
 	v := g.visitor()
 	defer g.visits.Put(v)
-	var near candHeap // nearest first: to explore
-	far := candHeap{max: true}
+	near := candHeap{c: make([]cand, 0, 4*ef)} // nearest first: to explore
+	far := candHeap{c: make([]cand, 0, ef+1), max: true}
 	for _, e := range eps {
 		v.marks[e.i] = v.mark
 		near.push(e)

@@ -51,6 +51,7 @@ type Set struct {
 	unzeroed []uint32   // dead slots of that slab, to zero when the build ends
 
 	graphMin int
+	ef       int // a graph query's candidate list: EfSearch unless a test sets it
 	seed     uint64
 	inline   bool // build in the caller, under the lock (tests)
 }
@@ -66,9 +67,22 @@ type Hit struct {
 func NewSet() *Set { return newSet(GraphMin, false) }
 
 func newSet(graphMin int, inline bool) *Set {
-	s := &Set{pos: map[int64]uint32{}, graphMin: graphMin, inline: inline, seed: 1}
+	s := &Set{pos: map[int64]uint32{}, graphMin: graphMin, inline: inline, seed: 1, ef: EfSearch}
 	s.built = sync.NewCond(&s.mu)
 	return s
+}
+
+// Reserve makes room for n more vectors of dim dimensions, so that a
+// load adding many does not copy the slab as it grows.
+func (s *Set) Reserve(n, dim int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dim != 0 {
+		dim = s.dim
+	}
+	s.ids = slices.Grow(s.ids, n)
+	s.dead = slices.Grow(s.dead, n)
+	s.vecs = slices.Grow(s.vecs, n*dim)
 }
 
 // Add adds (or replaces) id's vector. A vector whose dimension differs from
@@ -331,7 +345,7 @@ func (s *Set) Nearest(q []float32, k int) []Hit {
 // approx returns the k nearest live vectors the graph finds, or nil if
 // it finds fewer.
 func (s *Set) approx(q []float32, k int) []Hit {
-	cs := s.g.search(q, max(EfSearch, 2*k))
+	cs := s.g.search(q, max(s.ef, 2*k))
 	h := make([]Hit, 0, k)
 	for _, c := range cs {
 		if !s.dead[c.i] {
