@@ -181,9 +181,7 @@ func (s *Set) build() {
 	g := newGraph(s.dim, s.seed)
 	if s.inline {
 		g.vecs = s.vecs
-		for range s.ids {
-			g.insert()
-		}
+		g.insertAll(len(s.ids))
 		s.g = g
 		return
 	}
@@ -191,13 +189,11 @@ func (s *Set) build() {
 	s.building, s.buildGen, s.buildN = true, gen, uint32(n)
 	g.vecs = s.vecs[:n*s.dim]
 	go func() {
-		// Insert without the lock; the vectors added meanwhile too, a
-		// slab snapshot at a time, until few enough are left to insert
+		// Insert without the lock, on every core; the vectors added
+		// meanwhile too, a slab snapshot at a time, until few enough are left to insert
 		// under the lock without holding queries up.
 		for {
-			for g.n < n {
-				g.insert()
-			}
+			g.insertAll(n)
 			s.mu.Lock()
 			if gen != s.gen || len(s.ids)-n <= catchUp {
 				break
