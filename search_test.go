@@ -6,11 +6,13 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -344,4 +346,41 @@ func TestEmbeddingNotInClear(t *testing.T) {
 	collectLeaves(t, db)
 	db.Close()
 	check("closed")
+}
+
+// TestSearchLimitIsPrefix checks that a search with a small limit returns
+// the first grains of the same search with a large one, when decay
+// reorders them: recall reads the limit best candidates first and stops
+// there only when no other can outscore them (see collect), so the answer
+// must be the one reading every candidate gives. Fifteen grains, all
+// within the window of candidates read, half of them old (decayed).
+func TestSearchLimitIsPrefix(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		r := rand.New(rand.NewPCG(7, 7))
+		now := time.Now().UTC()
+		for i := range 15 {
+			words := []string{"tea", "tea tea", "tea and cake", "cake", "tea, tea and tea"}[i%5]
+			v := make([]float32, 8)
+			for j := range v {
+				v[j] = float32(r.NormFloat64())
+			}
+			mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "s" + strconv.Itoa(i), Content: words + " " + strconv.Itoa(i),
+				Embedding: v, CreatedAt: now.Add(-time.Duration(r.IntN(400)) * 24 * time.Hour)})
+		}
+		q := []float32{1, 0.5, -0.2, 0, 0.3, -1, 0.1, 0.7}
+		for _, base := range []lethe.Query{{Text: "tea"}, {Embedding: q}, {Text: "cake", Embedding: q}} {
+			base.Limit = 1000
+			all := searchHashes(t, db, base)
+			if len(all) < 6 {
+				t.Fatalf("Recall(%+v) found %d grains, want at least 6", base, len(all))
+			}
+			for _, k := range []int{1, 2, 3, 5} {
+				q := base
+				q.Limit = k
+				if got := searchHashes(t, db, q); !slices.Equal(got, all[:k]) {
+					t.Errorf("Recall(text %q, embedding %v, limit %d) = %v, want %v", q.Text, q.Embedding != nil, k, short8(got), short8(all[:k]))
+				}
+			}
+		}
+	})
 }

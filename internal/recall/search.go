@@ -157,8 +157,12 @@ func (e *Engine) searchOnce(ctx context.Context, q *grains.Query, fresh bool) (*
 				c.vector = h.Sim
 			}
 		}
-		if found, ids, err = e.collect(ctx, q, f, terms, vecs, cands, window, now); err != nil {
+		var decided bool
+		if found, ids, decided, err = e.collect(ctx, q, f, terms, vecs, cands, window, now); err != nil {
 			return nil, err
+		}
+		if decided {
+			break
 		}
 		if more && len(found) < window {
 			continue
@@ -185,9 +189,18 @@ func (e *Engine) searchOnce(ctx context.Context, q *grains.Query, fresh bool) (*
 // collect reads the candidates best first, window at a time, until window
 // of them pass the filters (their final rank, relevance times decay, is
 // decided among these) or none is left. It returns the grains, each with
-// its Score, and their row ids.
+// its Score, their row ids, and whether the answer is decided: window of
+// them were found, or fewer but the limit best already outscore every
+// candidate left.
+//
+// It reads the limit best candidates first, and stops there when the
+// limit-th best score among those that pass is at least the bound of the
+// next candidate (see bound): no candidate left can then enter the first
+// limit, as it would sort after them (a stable sort by score, in the order
+// read). The answer is the one reading window candidates gives, for half
+// the reads when decay and the filters leave the order alone.
 func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, terms []string, vecs *vectorIndex,
-	cands map[int64]*candidate, window int, now time.Time) ([]grains.Grain, []int64, error) {
+	cands map[int64]*candidate, window int, now time.Time) ([]grains.Grain, []int64, bool, error) {
 	list := make([]*candidate, 0, len(cands))
 	bestText := 0.0
 	for _, c := range cands {
@@ -206,8 +219,16 @@ func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, 
 	})
 	var found []grains.Grain
 	var ids []int64
-	for start := 0; start < len(list) && len(found) < window; start += window {
-		part := list[start:min(start+window, len(list))]
+	var scores []float64 // of found, best first: the limit-th is the bar
+	for start := 0; start < len(list) && len(found) < window; {
+		// The first part is the limit best candidates; then on to a
+		// multiple of window, as many as the filters need.
+		end := window * (start/window + 1)
+		if start == 0 {
+			end = max(q.Limit, 1)
+		}
+		part := list[start:min(end, len(list))]
+		start += len(part)
 		want := make([]int64, len(part))
 		byID := make(map[int64]*candidate, len(part))
 		for i, c := range part {
@@ -215,7 +236,7 @@ func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, 
 		}
 		rows, err := e.store.GrainsByIDs(ctx, *f, want)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		e.opener.Observe(rows) // before open: an erase seen here empties the key cache
 		for i := range rows {
@@ -227,7 +248,7 @@ func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, 
 				continue
 			}
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			if !matches(g, q) || !textMatches(g, terms) {
 				continue
@@ -240,9 +261,28 @@ func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, 
 			g.Score = e.sweep.Policy().Retrieval.Rank(rel, forgetting.FactsOf(g), now)
 			found = append(found, *g)
 			ids = append(ids, rows[i].ID)
+			scores = append(scores, g.Score)
+		}
+		if start < len(list) && len(found) >= max(q.Limit, 1) && len(found) < window {
+			slices.SortFunc(scores, func(a, b float64) int { return cmp.Compare(b, a) })
+			if scores[max(q.Limit, 1)-1] >= bound(list[start].proposed, hasVector) {
+				return found, ids, true, nil
+			}
 		}
 	}
-	return found, ids, nil
+	return found, ids, len(found) >= window, nil
+}
+
+// bound is the most a candidate proposed at relevance rel can score: the
+// score is its relevance times a retrieval score in [0, 1] (see
+// forgetting.RetrievalConfig.Rank), and a relevance is at most rel, or,
+// with a vector, rel plus what the sealed vector's cosine similarity may
+// differ from the index's (float32, normalised) by rounding.
+func bound(rel float64, hasVector bool) float64 {
+	if hasVector {
+		rel += 1e-4
+	}
+	return max(rel, 0)
 }
 
 // relevance combines a candidate's text and vector relevance: BM25
@@ -388,6 +428,13 @@ func (e *Engine) vectors(ctx context.Context, memory string) (*vectorIndex, erro
 		}
 	}
 	f := store.Filter{Memory: memory, IncludeSuperseded: true, IncludeArchived: true}
+	if len(todo) > 0 {
+		dim, err := e.dimension(ctx, memory, 0)
+		if err != nil {
+			return nil, err
+		}
+		v.set.Reserve(len(todo), dim)
+	}
 	for i := 0; i < len(todo); i += 500 {
 		rows, err := e.store.GrainsByIDs(ctx, f, todo[i:min(i+500, len(todo))])
 		if err != nil {

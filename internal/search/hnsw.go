@@ -3,8 +3,10 @@ package search
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // graph is a hierarchical navigable small world graph (Malkov and
@@ -17,7 +19,10 @@ import (
 // when too many slots are dead (see Set).
 //
 // A graph is not safe for concurrent use by itself: the Set's lock guards
-// insert against search; searches may run at once.
+// insert against search; searches may run at once. insertAll inserts on
+// every core at once, as hnswlib does: each slot's links are read and
+// written under that slot's lock (never two at a time), the entry point
+// under its own.
 type graph struct {
 	dim    int
 	vecs   []float32 // the Set's slab: slot i is vecs[i*dim:(i+1)*dim]
@@ -25,13 +30,15 @@ type graph struct {
 	efc    int       // candidates considered while inserting
 	ml     float64   // level multiplier, 1/ln(m)
 	rng    *rand.Rand
-	n      int       // slots inserted: 0 to n-1
+	n      int       // slots allocated (their levels drawn): 0 to n-1
 	l0     []uint32  // level 0: per slot, a count then m0 neighbours
 	d0     []float32 // their distances, at the same places
 	upper  [][][]uint32
 	entry  uint32
 	top    int // the entry point's level
 	visits sync.Pool
+	locks  []sync.Mutex // by slot, while insertAll runs workers
+	epMu   sync.Mutex   // entry and top, while insertAll runs workers
 }
 
 // HNSW parameters. M = 16 and efConstruction = 100 are the paper's and
@@ -62,6 +69,18 @@ func (g *graph) neighbours(i uint32, l int) []uint32 {
 		return g.l0[base+1 : base+1+int(g.l0[base])]
 	}
 	return g.upper[i][l-1]
+}
+
+// links appends slot i's neighbours at level l to buf, under i's lock
+// while workers insert.
+func (g *graph) links(buf []uint32, i uint32, l int) []uint32 {
+	if g.locks == nil {
+		return append(buf[:0], g.neighbours(i, l)...)
+	}
+	g.locks[i].Lock()
+	buf = append(buf[:0], g.neighbours(i, l)...)
+	g.locks[i].Unlock()
+	return buf
 }
 
 func (g *graph) setNeighbours(i uint32, l int, cs []cand) {
@@ -112,37 +131,110 @@ type cand struct {
 
 // insert adds slot n (its vector already in vecs) to the graph.
 func (g *graph) insert() {
-	i := uint32(g.n)
-	g.n++
-	g.l0 = append(g.l0, make([]uint32, g.m0+1)...)
-	g.d0 = append(g.d0, make([]float32, g.m0+1)...)
-	lvl := int(-math.Log(1-g.rng.Float64()) * g.ml)
-	var up [][]uint32
-	for range lvl {
-		up = append(up, make([]uint32, 0, g.m))
+	g.grow(g.n + 1)
+	g.insertAt(uint32(g.n - 1))
+}
+
+// grow allocates slots up to n-1, drawing their levels.
+func (g *graph) grow(n int) {
+	g.l0 = slices.Grow(g.l0, (n-g.n)*(g.m0+1))
+	g.d0 = slices.Grow(g.d0, (n-g.n)*(g.m0+1))
+	for ; g.n < n; g.n++ {
+		g.l0 = append(g.l0, make([]uint32, g.m0+1)...)
+		g.d0 = append(g.d0, make([]float32, g.m0+1)...)
+		lvl := int(-math.Log(1-g.rng.Float64()) * g.ml)
+		var up [][]uint32
+		for range lvl {
+			up = append(up, make([]uint32, 0, g.m))
+		}
+		g.upper = append(g.upper, up)
 	}
-	g.upper = append(g.upper, up)
+}
+
+// insertAll inserts slots g.n to n-1 (their vectors already in vecs), on
+// every core: the graph is the same kind of graph as one insert after
+// another gives, not the same graph.
+func (g *graph) insertAll(n int) {
+	if g.n == 0 && n > 0 {
+		g.insert() // the first is the entry point
+	}
+	from := g.n
+	workers := min(runtime.GOMAXPROCS(0), (n-from)/64)
+	if workers < 2 {
+		for g.n < n {
+			g.insert()
+		}
+		return
+	}
+	g.grow(n)
+	g.locks = make([]sync.Mutex, n)
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				g.insertAt(uint32(i))
+			}
+		}()
+	}
+	wg.Wait()
+	g.locks = nil
+}
+
+// entryPoint returns the entry point and its level.
+func (g *graph) entryPoint() (uint32, int) {
+	if g.locks == nil {
+		return g.entry, g.top
+	}
+	g.epMu.Lock()
+	defer g.epMu.Unlock()
+	return g.entry, g.top
+}
+
+// insertAt links slot i, allocated, into the graph.
+func (g *graph) insertAt(i uint32) {
+	lvl := g.level(i)
 	if i == 0 {
 		g.entry, g.top = 0, lvl
 		return
 	}
+	entry, top := g.entryPoint()
 	q := g.vec(i)
-	ep := cand{g.dist(q, g.entry), g.entry}
-	for l := g.top; l > lvl; l-- {
+	ep := cand{g.dist(q, entry), entry}
+	for l := top; l > lvl; l-- {
 		ep = g.greedy(q, ep, l)
 	}
 	eps := []cand{ep}
-	for l := min(lvl, g.top); l >= 0; l-- {
+	for l := min(lvl, top); l >= 0; l-- {
 		found := g.searchLayer(q, eps, g.efc, l)
 		sel := g.selectNeighbours(found, g.m)
+		if g.locks != nil {
+			g.locks[i].Lock()
+		}
 		g.setNeighbours(i, l, sel)
+		if g.locks != nil {
+			g.locks[i].Unlock()
+		}
 		for _, c := range sel {
 			g.link(c.i, cand{c.d, i}, l)
 		}
 		eps = found
 	}
-	if lvl > g.top {
-		g.entry, g.top = i, lvl
+	if lvl > top {
+		if g.locks != nil {
+			g.epMu.Lock()
+			defer g.epMu.Unlock()
+		}
+		if lvl > g.top {
+			g.entry, g.top = i, lvl
+		}
 	}
 }
 
@@ -151,6 +243,10 @@ func (g *graph) insert() {
 // (their distances are kept beside them); above, where lists are short
 // and few, a full list is pruned back to m by the heuristic.
 func (g *graph) link(from uint32, c cand, l int) {
+	if g.locks != nil {
+		g.locks[from].Lock()
+		defer g.locks[from].Unlock()
+	}
 	ns := g.neighbours(from, l)
 	if l == 0 {
 		base := int(from) * (g.m0 + 1)
@@ -234,9 +330,11 @@ func (g *graph) selectNeighbours(cs []cand, max int) []cand {
 
 // greedy walks level l from ep to the nearest node of q it can reach.
 func (g *graph) greedy(q []float32, ep cand, l int) cand {
+	var buf []uint32
 	for changed := true; changed; {
 		changed = false
-		for _, n := range g.neighbours(ep.i, l) {
+		buf = g.links(buf, ep.i, l)
+		for _, n := range buf {
 			if d := g.dist(q, n); d < ep.d {
 				ep, changed = cand{d, n}, true
 			}
@@ -250,8 +348,8 @@ func (g *graph) greedy(q []float32, ep cand, l int) cand {
 func (g *graph) searchLayer(q []float32, eps []cand, ef, l int) []cand {
 	v := g.visitor()
 	defer g.visits.Put(v)
-	var near candHeap // nearest first: to explore
-	far := candHeap{max: true}
+	near := candHeap{c: make([]cand, 0, 4*ef)} // nearest first: to explore
+	far := candHeap{c: make([]cand, 0, ef+1), max: true}
 	for _, e := range eps {
 		v.marks[e.i] = v.mark
 		near.push(e)
@@ -260,12 +358,14 @@ func (g *graph) searchLayer(q []float32, eps []cand, ef, l int) []cand {
 			far.pop()
 		}
 	}
+	buf := make([]uint32, 0, g.m0)
 	for len(near.c) > 0 {
 		c := near.pop()
 		if len(far.c) >= ef && c.d > far.c[0].d {
 			break
 		}
-		for _, n := range g.neighbours(c.i, l) {
+		buf = g.links(buf, c.i, l)
+		for _, n := range buf {
 			if v.marks[n] == v.mark {
 				continue
 			}

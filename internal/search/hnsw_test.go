@@ -253,28 +253,45 @@ func BenchmarkGraph(b *testing.B) {
 				for i := range qs {
 					qs[i] = gen()
 				}
-				found := 0
-				var approx, exact []time.Duration
-				for _, q := range qs {
-					t0 := time.Now()
-					got := s.Nearest(q, 10)
-					t1 := time.Now()
-					want := s.exact(normalised(q), 10)
-					exact = append(exact, time.Since(t1))
-					approx = append(approx, t1.Sub(t0))
-					for _, h := range got {
-						if slices.ContainsFunc(want, func(w Hit) bool { return w.ID == h.ID }) {
-							found++
+				type metric struct {
+					v    float64
+					unit string
+				}
+				var ms []metric
+				for _, ef := range []int{EfSearch, 200, 400} {
+					s.ef = ef
+					found := 0
+					var approx, exact []time.Duration
+					for _, q := range qs {
+						t0 := time.Now()
+						got := s.Nearest(q, 10)
+						t1 := time.Now()
+						want := s.exact(normalised(q), 10)
+						exact = append(exact, time.Since(t1))
+						approx = append(approx, t1.Sub(t0))
+						for _, h := range got {
+							if slices.ContainsFunc(want, func(w Hit) bool { return w.ID == h.ID }) {
+								found++
+							}
 						}
 					}
+					sfx := ""
+					if ef != EfSearch {
+						sfx = fmt.Sprintf("-ef%d", ef)
+					} else {
+						ms = append(ms, metric{median(exact), "exact-p50-ms"})
+					}
+					ms = append(ms, metric{median(approx), "p50-ms" + sfx},
+						metric{float64(found) / float64(10*len(qs)), "recall@10" + sfx})
 				}
+				s.ef = EfSearch
 				for b.Loop() {
 					s.Nearest(qs[0], 10)
 				}
+				for _, m := range ms {
+					b.ReportMetric(m.v, m.unit)
+				}
 				b.ReportMetric(build.Seconds(), "build-s")
-				b.ReportMetric(median(approx), "p50-ms")
-				b.ReportMetric(median(exact), "exact-p50-ms")
-				b.ReportMetric(float64(found)/float64(10*len(qs)), "recall@10")
 				b.ReportMetric(float64(s.Bytes())*100000/float64(n)/(1<<20), "MB/100k")
 			})
 		}

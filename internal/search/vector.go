@@ -51,6 +51,7 @@ type Set struct {
 	unzeroed []uint32   // dead slots of that slab, to zero when the build ends
 
 	graphMin int
+	ef       int // a graph query's candidate list: EfSearch unless a test sets it
 	seed     uint64
 	inline   bool // build in the caller, under the lock (tests)
 }
@@ -66,9 +67,22 @@ type Hit struct {
 func NewSet() *Set { return newSet(GraphMin, false) }
 
 func newSet(graphMin int, inline bool) *Set {
-	s := &Set{pos: map[int64]uint32{}, graphMin: graphMin, inline: inline, seed: 1}
+	s := &Set{pos: map[int64]uint32{}, graphMin: graphMin, inline: inline, seed: 1, ef: EfSearch}
 	s.built = sync.NewCond(&s.mu)
 	return s
+}
+
+// Reserve makes room for n more vectors of dim dimensions, so that a
+// load adding many does not copy the slab as it grows.
+func (s *Set) Reserve(n, dim int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dim != 0 {
+		dim = s.dim
+	}
+	s.ids = slices.Grow(s.ids, n)
+	s.dead = slices.Grow(s.dead, n)
+	s.vecs = slices.Grow(s.vecs, n*dim)
 }
 
 // Add adds (or replaces) id's vector. A vector whose dimension differs from
@@ -167,9 +181,7 @@ func (s *Set) build() {
 	g := newGraph(s.dim, s.seed)
 	if s.inline {
 		g.vecs = s.vecs
-		for range s.ids {
-			g.insert()
-		}
+		g.insertAll(len(s.ids))
 		s.g = g
 		return
 	}
@@ -177,13 +189,11 @@ func (s *Set) build() {
 	s.building, s.buildGen, s.buildN = true, gen, uint32(n)
 	g.vecs = s.vecs[:n*s.dim]
 	go func() {
-		// Insert without the lock; the vectors added meanwhile too, a
-		// slab snapshot at a time, until few enough are left to insert
+		// Insert without the lock, on every core; the vectors added
+		// meanwhile too, a slab snapshot at a time, until few enough are left to insert
 		// under the lock without holding queries up.
 		for {
-			for g.n < n {
-				g.insert()
-			}
+			g.insertAll(n)
 			s.mu.Lock()
 			if gen != s.gen || len(s.ids)-n <= catchUp {
 				break
@@ -331,7 +341,7 @@ func (s *Set) Nearest(q []float32, k int) []Hit {
 // approx returns the k nearest live vectors the graph finds, or nil if
 // it finds fewer.
 func (s *Set) approx(q []float32, k int) []Hit {
-	cs := s.g.search(q, max(EfSearch, 2*k))
+	cs := s.g.search(q, max(s.ef, 2*k))
 	h := make([]Hit, 0, k)
 	for _, c := range cs {
 		if !s.dead[c.i] {
