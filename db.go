@@ -214,18 +214,20 @@ func signedOf(row *store.CheckpointRow) *audit.SignedCheckpoint {
 	return cp
 }
 
-// outbox adapts the store to audit.Outbox.
+// outbox adapts the store's audit tables to audit.Outbox, through at: the
+// database itself (store.DB.Audit: each call its own transaction) or, in
+// an atomicOutbox's step, one transaction (whose context the calls use).
 type outbox struct {
-	st  *store.DB
+	at  func(context.Context) *store.AuditTx
 	now func() time.Time
 }
 
 func (o outbox) AssignSequence(ctx context.Context, max int) (int, error) {
-	return o.st.AssignSequence(ctx, max)
+	return o.at(ctx).AssignSequence(max)
 }
 
 func (o outbox) Sequenced(ctx context.Context, from uint64, max int) ([]audit.Sequenced, error) {
-	evs, err := o.st.Sequenced(ctx, int64(from), max)
+	evs, err := o.at(ctx).Sequenced(int64(from), max)
 	out := make([]audit.Sequenced, len(evs))
 	for i, e := range evs {
 		out[i] = audit.Sequenced{Index: uint64(e.Seq), Leaf: e.Leaf}
@@ -234,16 +236,16 @@ func (o outbox) Sequenced(ctx context.Context, from uint64, max int) ([]audit.Se
 }
 
 func (o outbox) Counters(ctx context.Context) (uint64, uint64, error) {
-	n, a, err := o.st.SequenceCounters(ctx)
+	n, a, err := o.at(ctx).SequenceCounters()
 	return uint64(n), uint64(a), err
 }
 
 func (o outbox) SetAppended(ctx context.Context, n uint64) error {
-	return o.st.SetAppended(ctx, int64(n))
+	return o.at(ctx).SetAppended(int64(n))
 }
 
 func (o outbox) LatestCheckpoint(ctx context.Context) (*audit.SignedCheckpoint, error) {
-	row, err := o.st.LatestCheckpoint(ctx)
+	row, err := o.at(ctx).LatestCheckpoint()
 	if err != nil || row == nil {
 		return nil, err
 	}
@@ -251,13 +253,14 @@ func (o outbox) LatestCheckpoint(ctx context.Context) (*audit.SignedCheckpoint, 
 }
 
 func (o outbox) SaveCheckpoint(ctx context.Context, c audit.SignedCheckpoint) error {
-	return o.st.SaveCheckpoint(ctx, store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
+	return o.at(ctx).SaveCheckpoint(store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
 }
 
 // atomicOutbox is the outbox of a store that also holds the embedded log:
 // a sequencer step runs in one transaction of it (audit.AtomicOutbox).
 type atomicOutbox struct {
 	outbox
+	st  *store.DB
 	log *audit.EmbeddedLog
 }
 
@@ -265,49 +268,9 @@ var _ audit.AtomicOutbox = atomicOutbox{}
 
 func (o atomicOutbox) Atomic(ctx context.Context, fn func(audit.Outbox, audit.Log) error) error {
 	return o.st.InAuditTx(ctx, func(a *store.AuditTx) error {
-		return fn(txOutbox{a: a, now: o.now}, o.log.In(a.Gorm()))
+		in := outbox{at: func(context.Context) *store.AuditTx { return a }, now: o.now}
+		return fn(in, o.log.In(a.Gorm()))
 	})
-}
-
-// txOutbox is the outbox in one transaction: the transaction carries the
-// context it began with, so the ctx arguments go unused.
-type txOutbox struct {
-	a   *store.AuditTx
-	now func() time.Time
-}
-
-func (o txOutbox) AssignSequence(_ context.Context, max int) (int, error) {
-	return o.a.AssignSequence(max)
-}
-
-func (o txOutbox) Sequenced(_ context.Context, from uint64, max int) ([]audit.Sequenced, error) {
-	evs, err := o.a.Sequenced(int64(from), max)
-	out := make([]audit.Sequenced, len(evs))
-	for i, e := range evs {
-		out[i] = audit.Sequenced{Index: uint64(e.Seq), Leaf: e.Leaf}
-	}
-	return out, err
-}
-
-func (o txOutbox) Counters(context.Context) (uint64, uint64, error) {
-	n, a, err := o.a.SequenceCounters()
-	return uint64(n), uint64(a), err
-}
-
-func (o txOutbox) SetAppended(_ context.Context, n uint64) error {
-	return o.a.SetAppended(int64(n))
-}
-
-func (o txOutbox) LatestCheckpoint(context.Context) (*audit.SignedCheckpoint, error) {
-	row, err := o.a.LatestCheckpoint()
-	if err != nil || row == nil {
-		return nil, err
-	}
-	return signedOf(row), nil
-}
-
-func (o txOutbox) SaveCheckpoint(_ context.Context, c audit.SignedCheckpoint) error {
-	return o.a.SaveCheckpoint(store.CheckpointRow{Size: int64(c.Size), Root: c.Root[:], Note: c.Note, CreatedUS: o.now().UnixMicro()})
 }
 
 // opener adapts the DB's sealer to recall.Opener.

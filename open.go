@@ -197,7 +197,7 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 	var log audit.Log
 	// With the embedded log the outbox and the log share the store: a
 	// sequencer step is one transaction.
-	var ob audit.Outbox = outbox{db.store, db.now}
+	var ob audit.Outbox = outbox{db.store.Audit, db.now}
 	if cfg.TrillianAddr != "" {
 		conn, err := grpc.NewClient(cfg.TrillianAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -216,7 +216,7 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 			return err
 		}
 		log = el
-		ob = atomicOutbox{outbox: outbox{db.store, db.now}, log: el}
+		ob = atomicOutbox{outbox: outbox{db.store.Audit, db.now}, st: db.store, log: el}
 	}
 	db.log = log
 	db.signer = signer

@@ -137,12 +137,12 @@ func (m *seqModel) restart(t *rapid.T, i int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := outbox{st: m.st, now: time.Now}
+	base := outbox{at: m.st.Audit, now: time.Now}
 	if i == 2 {
 		m.replicas[i] = seqReplica{log: el, seq: audit.NewSequencer(audit.SequencerConfig{Outbox: base, Log: el, Signer: m.signer})}
 		return
 	}
-	co := &crashOutbox{Outbox: atomicOutbox{outbox: base, log: el}}
+	co := &crashOutbox{Outbox: atomicOutbox{outbox: base, st: m.st, log: el}}
 	m.replicas[i] = seqReplica{log: el, crash: co, seq: audit.NewSequencer(audit.SequencerConfig{Outbox: co, Log: el, Signer: m.signer})}
 }
 
@@ -178,7 +178,7 @@ type seqSnapshot struct {
 
 func (m *seqModel) snapshot(t *rapid.T) seqSnapshot {
 	ctx := context.Background()
-	ob := outbox{st: m.st, now: time.Now}
+	ob := outbox{at: m.st.Audit, now: time.Now}
 	var s seqSnapshot
 	var err error
 	if s.next, s.appended, err = ob.Counters(ctx); err != nil {
@@ -214,7 +214,7 @@ func (m *seqModel) check(t *rapid.T, complete bool) {
 	if s.appended > s.next || s.size != s.appended {
 		t.Fatalf("counters next %d, appended %d, log size %d", s.next, s.appended, s.size)
 	}
-	ob := outbox{st: m.st, now: time.Now}
+	ob := outbox{at: m.st.Audit, now: time.Now}
 	cp, err := ob.LatestCheckpoint(ctx)
 	if err != nil {
 		t.Fatal(err)

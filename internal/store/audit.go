@@ -145,7 +145,7 @@ const sequencerLock = 0x6c657468652d7371
 // the write lock on SQLite), and numbers are taken in the same transaction
 // that records them, so there are no gaps.
 func (db *DB) AssignSequence(ctx context.Context, max int) (int, error) {
-	return db.auditTx(ctx).AssignSequence(max)
+	return db.Audit(ctx).AssignSequence(max)
 }
 
 // AuditTx is the sequencer's part of the outbox on one transaction (see
@@ -155,7 +155,9 @@ type AuditTx struct {
 	dialect string
 }
 
-func (db *DB) auditTx(ctx context.Context) *AuditTx {
+// Audit returns the sequencer's part of the outbox on the database itself:
+// each call is its own transaction.
+func (db *DB) Audit(ctx context.Context) *AuditTx {
 	return &AuditTx{g: db.gorm.WithContext(ctx), dialect: db.dialect}
 }
 
@@ -217,7 +219,7 @@ type SequencedEvent struct {
 
 // Sequenced returns up to max numbered events from index from on, in order.
 func (db *DB) Sequenced(ctx context.Context, from int64, max int) ([]SequencedEvent, error) {
-	return db.auditTx(ctx).Sequenced(from, max)
+	return db.Audit(ctx).Sequenced(from, max)
 }
 
 // Sequenced is DB.Sequenced in a.
@@ -237,7 +239,7 @@ func (a *AuditTx) Sequenced(from int64, max int) ([]SequencedEvent, error) {
 // SequenceCounters returns the next index to assign and how many leaves the
 // log has accepted.
 func (db *DB) SequenceCounters(ctx context.Context) (next, appended int64, err error) {
-	return db.auditTx(ctx).SequenceCounters()
+	return db.Audit(ctx).SequenceCounters()
 }
 
 // SequenceCounters is DB.SequenceCounters in a.
@@ -255,7 +257,7 @@ func (a *AuditTx) SequenceCounters() (next, appended int64, err error) {
 // SetAppended records that the log holds the first n leaves. It never
 // moves the counter backwards.
 func (db *DB) SetAppended(ctx context.Context, n int64) error {
-	return db.auditTx(ctx).SetAppended(n)
+	return db.Audit(ctx).SetAppended(n)
 }
 
 // SetAppended is DB.SetAppended in a.
@@ -283,7 +285,7 @@ func (db *DB) CommittedEvent(ctx context.Context, id string) (*audit.Committed, 
 
 // LatestCheckpoint returns the largest signed checkpoint, or nil if none.
 func (db *DB) LatestCheckpoint(ctx context.Context) (*CheckpointRow, error) {
-	return db.auditTx(ctx).LatestCheckpoint()
+	return db.Audit(ctx).LatestCheckpoint()
 }
 
 // LatestCheckpoint is DB.LatestCheckpoint in a.
@@ -313,7 +315,7 @@ func (db *DB) CheckpointAt(ctx context.Context, size int64) (*CheckpointRow, err
 // SaveCheckpoint stores a signed checkpoint. Storing the same size twice
 // keeps the first (signatures are deterministic, so replicas agree).
 func (db *DB) SaveCheckpoint(ctx context.Context, c CheckpointRow) error {
-	return db.auditTx(ctx).SaveCheckpoint(c)
+	return db.Audit(ctx).SaveCheckpoint(c)
 }
 
 // SaveCheckpoint is DB.SaveCheckpoint in a.
