@@ -3,9 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 
-	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/grains"
 )
 
@@ -54,7 +52,7 @@ func checkAddBounds(b []byte) (batch bool, err error) {
 		switch f.role {
 		case roleGrains:
 			if f.count > grains.MaxBatch {
-				return grains.FieldError(lethe.CodeTooLarge, "grains", "at most 10000 grains per batch")
+				return grains.TooManyGrains()
 			}
 		case roleTags:
 			if f.count > grains.MaxTags {
@@ -62,11 +60,10 @@ func checkAddBounds(b []byte) (batch bool, err error) {
 				if f.grain >= 0 {
 					field = fmt.Sprintf("grains[%d].tags", f.grain)
 				}
-				return grains.FieldError(lethe.CodeTooLarge, field, "at most 64 tags")
+				return grains.TooManyTags(field)
 			}
 			if tags++; tags > grains.MaxBatchTags {
-				return &grains.Error{Code: lethe.CodeTooLarge, Field: "grains", Message: "at most " + strconv.Itoa(grains.MaxBatchTags) + " tags in one batch",
-					Hint: "split the batch into smaller ones"}
+				return grains.TooManyBatchTags()
 			}
 		}
 		return nil

@@ -15,6 +15,7 @@ package grains
 
 import (
 	"encoding/json"
+	"fmt"
 	"golang.org/x/text/unicode/norm"
 	"math"
 	"regexp"
@@ -237,7 +238,7 @@ func (g *Grain) Validate() error {
 		return err
 	}
 	if len(g.Tags) > MaxTags {
-		return FieldError(CodeTooLarge, "tags", "at most 64 tags")
+		return TooManyTags("tags")
 	}
 	for _, t := range g.Tags {
 		if err := checkText("tags", t, MaxTagBytes); err != nil {
@@ -492,4 +493,21 @@ func ValidateEmbedding(v []float32) error {
 		return FieldError(CodeInvalidArgument, "embedding", "must not be all zeros")
 	}
 	return nil
+}
+
+// TooManyGrains is the error of a batch of more than MaxBatch grains.
+func TooManyGrains() error {
+	return FieldError(CodeTooLarge, "grains", fmt.Sprintf("at most %d grains per batch", MaxBatch))
+}
+
+// TooManyTags is the error of a grain with more than MaxTags tags; field
+// names the list ("tags", or "grains[i].tags" in a batch).
+func TooManyTags(field string) error {
+	return FieldError(CodeTooLarge, field, fmt.Sprintf("at most %d tags", MaxTags))
+}
+
+// TooManyBatchTags is the error of a batch of more than MaxBatchTags tags.
+func TooManyBatchTags() error {
+	return &Error{Code: CodeTooLarge, Field: "grains", Message: fmt.Sprintf("at most %d tags in one batch", MaxBatchTags),
+		Hint: "split the batch into smaller ones"}
 }

@@ -91,15 +91,14 @@ func (w *Writer) AddBatch(ctx context.Context, gs []grains.Grain) ([]string, err
 		return nil, grains.FieldError(grains.CodeInvalidArgument, "grains", "an empty batch")
 	}
 	if len(gs) > grains.MaxBatch {
-		return nil, grains.FieldError(grains.CodeTooLarge, "grains", "at most 10000 grains per batch")
+		return nil, grains.TooManyGrains()
 	}
 	tags := 0
 	for i := range gs {
 		tags += len(gs[i].Tags)
 	}
 	if tags > grains.MaxBatchTags {
-		return nil, &grains.Error{Code: grains.CodeTooLarge, Field: "grains", Message: "at most 65536 tags in one batch",
-			Hint: "split the batch into smaller ones"}
+		return nil, grains.TooManyBatchTags()
 	}
 	now := w.cfg.Now().UTC()
 	batch := make([]grains.Grain, len(gs)) // copies: the caller's grains are not modified
