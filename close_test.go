@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/testenv"
 )
 
@@ -115,5 +117,68 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// searchGoroutines counts the goroutines running code of package search
+// (the vector index's background graph build).
+func searchGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	return bytes.Count(buf, []byte("lethe/internal/search.(*Set).build"))
+}
+
+// TestCloseStopsVectorBuild closes a DB while a memory's vector index
+// builds its graph in the background (a vector recall loaded more than
+// search.GraphMin vectors): no goroutine of the build runs once Close
+// returns.
+func TestCloseStopsVectorBuild(t *testing.T) {
+	ctx := context.Background()
+	db, err := lethe.Open(ctx, lethe.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			db.Close()
+		}
+	})
+	r := rand.New(rand.NewPCG(3, 3))
+	batch := make([]lethe.Grain, 0, 1000)
+	var q []float32
+	for i := range search.GraphMin + 2000 {
+		v := make([]float32, 32)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		q = v
+		batch = append(batch, lethe.Grain{Type: "fact", Content: fmt.Sprintf("c%d", i), Embedding: v})
+		if len(batch) == cap(batch) {
+			if _, err := db.AddBatch(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if _, err := db.Recall(ctx, lethe.Query{Embedding: q, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if searchGoroutines() == 0 {
+		t.Fatal("no graph build in progress when Close is called: the test checks nothing")
+	}
+	closed = true
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := searchGoroutines(); n > 0 {
+		t.Fatalf("%d goroutines of the vector index's build run after Close", n)
 	}
 }

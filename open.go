@@ -145,6 +145,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// indexed by it.
 	db.recall = recall.New(recall.Config{Store: st, Keys: db.ring, Opener: opener{db}, Sweep: tracker{db}, Now: db.now})
 	db.sealer.Index = db.recall.Index
+	// The vector indexes' graph builds stop with the background work.
+	db.closers = append(db.closers, func() error { db.recall.Close(); return nil })
 	if db.sweep, err = openSweeper(ctx, db, &cfg); err != nil {
 		db.hooks.Close()
 		db.Close()
@@ -168,8 +170,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 
 // Close stops the background work (the hook engine, the sweeper, the
 // cleaner, then the sequencer, which drains the audit outbox, bounded, so
-// that what the others wrote while stopping is logged), then closes the
-// store, which stops and waits for its own background work. When it
+// that what the others wrote while stopping is logged, and the vector
+// indexes' graph builds), then closes the store, which stops and waits for its own background work. When it
 // returns, no goroutine of the DB uses the database, and a SQLite
 // store's write-ahead log is checkpointed and gone.
 func (db *DB) Close() error {

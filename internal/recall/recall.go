@@ -99,12 +99,30 @@ type Engine struct {
 	stats map[string]textStats
 	dims  map[string]int
 	vecs  map[string]*vectorIndex
+	// closed: the vector indexes build no graph (see Close).
+	closed bool
 }
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
 	return &Engine{store: cfg.Store, keys: cfg.Keys, opener: cfg.Opener, sweep: cfg.Sweep, now: cfg.Now,
 		stats: map[string]textStats{}, dims: map[string]int{}, vecs: map[string]*vectorIndex{}}
+}
+
+// Close stops the vector indexes' graph builds in progress and waits for
+// them; indexes loaded afterwards build none. For the DB's Close, before
+// the store closes.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	e.closed = true
+	sets := make([]*search.Set, 0, len(e.vecs))
+	for _, v := range e.vecs {
+		sets = append(sets, v.set)
+	}
+	e.mu.Unlock()
+	for _, s := range sets {
+		s.Close()
+	}
 }
 
 // Recall answers q (see package lethe's DB.Recall) and hands what it

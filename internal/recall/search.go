@@ -403,6 +403,9 @@ func (e *Engine) vectors(ctx context.Context, memory string) (*vectorIndex, erro
 	v := e.vecs[memory]
 	if v == nil {
 		v = &vectorIndex{set: search.NewSet()}
+		if e.closed {
+			v.set.Close()
+		}
 		e.vecs[memory] = v
 	}
 	e.mu.Unlock()

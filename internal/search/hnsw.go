@@ -39,6 +39,7 @@ type graph struct {
 	visits sync.Pool
 	locks  []sync.Mutex // by slot, while insertAll runs workers
 	epMu   sync.Mutex   // entry and top, while insertAll runs workers
+	stop   *atomic.Bool // when set and true, insertAll returns early
 }
 
 // HNSW parameters. M = 16 and efConstruction = 100 are the paper's and
@@ -161,7 +162,7 @@ func (g *graph) insertAll(n int) {
 	from := g.n
 	workers := min(runtime.GOMAXPROCS(0), (n-from)/64)
 	if workers < 2 {
-		for g.n < n {
+		for g.n < n && !g.stopped() {
 			g.insert()
 		}
 		return
@@ -177,7 +178,7 @@ func (g *graph) insertAll(n int) {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(n) {
+				if i >= int64(n) || g.stopped() {
 					return
 				}
 				g.insertAt(uint32(i))
@@ -187,6 +188,10 @@ func (g *graph) insertAll(n int) {
 	wg.Wait()
 	g.locks = nil
 }
+
+// stopped reports whether the graph's build is to stop (its set closed):
+// the graph is then dropped half built.
+func (g *graph) stopped() bool { return g.stop != nil && g.stop.Load() }
 
 // entryPoint returns the entry point and its level.
 func (g *graph) entryPoint() (uint32, int) {

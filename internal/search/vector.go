@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -54,6 +55,9 @@ type Set struct {
 	ef       int // a graph query's candidate list: EfSearch unless a test sets it
 	seed     uint64
 	inline   bool // build in the caller, under the lock (tests)
+	// closed stops a build in progress and keeps another from starting.
+	closed atomic.Bool
+	bg     sync.WaitGroup // the build's goroutine
 }
 
 // Hit is a vector found by Nearest: its grain id and its cosine similarity
@@ -175,10 +179,11 @@ func (s *Set) compact() {
 // build starts building the graph if the set needs one and none is being
 // built.
 func (s *Set) build() {
-	if s.g != nil || s.building || len(s.pos) < s.graphMin {
+	if s.g != nil || s.building || len(s.pos) < s.graphMin || s.closed.Load() {
 		return
 	}
 	g := newGraph(s.dim, s.seed)
+	g.stop = &s.closed
 	if s.inline {
 		g.vecs = s.vecs
 		g.insertAll(len(s.ids))
@@ -188,14 +193,16 @@ func (s *Set) build() {
 	gen, n := s.gen, len(s.ids)
 	s.building, s.buildGen, s.buildN = true, gen, uint32(n)
 	g.vecs = s.vecs[:n*s.dim]
+	s.bg.Add(1)
 	go func() {
+		defer s.bg.Done()
 		// Insert without the lock, on every core; the vectors added
 		// meanwhile too, a slab snapshot at a time, until few enough are left to insert
 		// under the lock without holding queries up.
 		for {
 			g.insertAll(n)
 			s.mu.Lock()
-			if gen != s.gen || len(s.ids)-n <= catchUp {
+			if gen != s.gen || len(s.ids)-n <= catchUp || s.closed.Load() {
 				break
 			}
 			n = len(s.ids)
@@ -211,7 +218,7 @@ func (s *Set) build() {
 			}
 		}
 		s.unzeroed = nil
-		if gen == s.gen && len(s.pos) >= s.graphMin {
+		if gen == s.gen && len(s.pos) >= s.graphMin && !s.closed.Load() {
 			g.vecs = s.vecs
 			for g.n < len(s.ids) {
 				g.insert() // added while building
@@ -227,6 +234,15 @@ func (s *Set) build() {
 // catchUp is the most vectors a finished build inserts under the lock
 // (those added while it ran); with more, it takes another turn without.
 const catchUp = 256
+
+// Close stops a graph build in progress (its partial graph is dropped),
+// waits for it to end, and keeps the set from starting another; queries
+// are then answered by exact search. For the DB's Close: no goroutine of
+// the set runs once it returns.
+func (s *Set) Close() {
+	s.closed.Store(true)
+	s.bg.Wait()
+}
 
 // WaitGraph waits until no graph is being built, and reports whether the
 // set has one.

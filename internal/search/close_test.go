@@ -1,0 +1,83 @@
+package search
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+// searchGoroutines counts the goroutines running code of this package
+// other than the test's own.
+func searchGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("lethe/internal/search.")) && !bytes.Contains(g, []byte("testing.tRunner")) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCloseStopsBuild closes a set while its graph is being built in the
+// background: once Close returns no goroutine of the set runs, the half
+// built graph is not used, the vectors removed during the build are zeroed,
+// queries are answered exactly, and adding more starts no build.
+func TestCloseStopsBuild(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	s := newSet(1000, false)
+	vecs := map[int64][]float32{}
+	for i := int64(1); i <= 20000; i++ {
+		v := randomVec(r, 32)
+		s.Add(i, v)
+		vecs[i] = v
+		if i%11 == 0 {
+			s.Remove(i - 5)
+			delete(vecs, i-5)
+		}
+	}
+	s.mu.RLock()
+	building := s.building
+	s.mu.RUnlock()
+	if !building {
+		t.Fatal("no build in progress when Close is called: the test checks nothing")
+	}
+	s.Close()
+	if n := searchGoroutines(); n > 0 {
+		t.Fatalf("%d goroutines of package search run after Close", n)
+	}
+	s.mu.RLock()
+	if s.building || s.g != nil {
+		t.Errorf("after Close: building %v, graph %v", s.building, s.g != nil)
+	}
+	for i, dead := range s.dead {
+		if dead && slices.ContainsFunc(s.vec(uint32(i)), func(x float32) bool { return x != 0 }) {
+			t.Errorf("dead slot %d not zeroed", i)
+		}
+	}
+	s.mu.RUnlock()
+	for range 20 {
+		q := randomVec(r, 32)
+		if got, want := hitIDs(s.Nearest(q, 10)), bruteForce(vecs, q, 10); !slices.Equal(got, want) {
+			t.Fatalf("after Close: nearest %v, exact %v", got, want)
+		}
+	}
+	for i := int64(20001); i <= 22000; i++ {
+		s.Add(i, randomVec(r, 32))
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.building || s.g != nil {
+		t.Errorf("a closed set started a build: building %v, graph %v", s.building, s.g != nil)
+	}
+}
