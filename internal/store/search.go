@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -251,7 +252,12 @@ func insertSearchPG(ctx context.Context, tx pgx.Tx, memory string, stored []*Gra
 type runner interface {
 	query(ctx context.Context, q string, args []any, row func(scan func(dest ...any) error) error) error
 	exec(ctx context.Context, q string, args ...any) error
+	dialect() string
 }
+
+func (r gormRunner) dialect() string { return r.tx.Dialector.Name() }
+
+func (r pgxRunner) dialect() string { return Postgres }
 
 type gormRunner struct{ tx *gorm.DB }
 
@@ -300,6 +306,13 @@ func (r pgxRunner) exec(ctx context.Context, q string, args ...any) error {
 // left). Every path that deletes grains calls it first, in the same
 // transaction, while their grain_docs rows still say where their postings
 // are.
+//
+// Two transactions may remove grains of one block at once (two forgets of
+// grains added in one batch): on PostgreSQL each block is read FOR UPDATE,
+// so that the second rewrites what the first left, not what it read
+// before (which would put the first's postings back), and the blocks are
+// taken in key order, so that the two never wait for each other in a
+// cycle (a deadlock, which failed one of them).
 func deletePostings(ctx context.Context, r runner, ids []int64) error {
 	type key struct {
 		tok   string
@@ -334,9 +347,19 @@ func deletePostings(ctx context.Context, r runner, ids []int64) error {
 			return err
 		}
 	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := strings.Compare(a.tok, b.tok); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.block, b.block)
+	})
+	read := "SELECT posts FROM grain_postings WHERE token = ? AND block = ?"
+	if r.dialect() == Postgres {
+		read += " FOR UPDATE"
+	}
 	for _, k := range keys {
 		var v []byte
-		err := r.query(ctx, "SELECT posts FROM grain_postings WHERE token = ? AND block = ?", []any{[]byte(k.tok), k.block},
+		err := r.query(ctx, read, []any{[]byte(k.tok), k.block},
 			func(scan func(...any) error) error { return scan(&v) })
 		if err != nil {
 			return err
