@@ -1,0 +1,79 @@
+package lethe_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lethe-io/lethe"
+)
+
+// BenchmarkForgetByHash forgets one grain by hash per call, with its proof
+// (the receipt waits for a signed checkpoint that covers the event), from 1
+// and 4 goroutines, on a store of 20,000 grains: issue 14's "forget by hash
+// with its proof" through the library, as lethe-load's floor runs it, in a
+// form a CPU or block profile can be taken of (-cpuprofile). Reports
+// forgets/s and the p50 of one call.
+func BenchmarkForgetByHash(b *testing.B) {
+	for name, mk := range benchStores(b) {
+		for _, clients := range []int{1, 4} {
+			b.Run(fmt.Sprintf("%s/clients=%d", name, clients), func(b *testing.B) {
+				cfg, _ := mk(b)
+				db := openBench(b, cfg)
+				ctx := context.Background()
+				const n = 20000
+				var hashes []string
+				for j := 0; j < n; j += 1000 {
+					batch := make([]lethe.Grain, 1000)
+					for k := range batch {
+						batch[k] = benchGrain(j + k)
+					}
+					hs, err := db.AddBatch(ctx, batch)
+					if err != nil {
+						b.Fatal(err)
+					}
+					hashes = append(hashes, hs...)
+				}
+				var next atomic.Int64
+				lat := make([][]time.Duration, clients)
+				done := make(chan error, clients)
+				b.ResetTimer()
+				start := time.Now()
+				per := b.N/clients + 1
+				for c := range clients {
+					go func() {
+						for range per {
+							i := next.Add(1) - 1
+							if i >= int64(min(b.N, n)) {
+								break
+							}
+							t := time.Now()
+							res, err := db.Forget(ctx, lethe.Selector{Hash: hashes[i]})
+							if err != nil || res.Count != 1 || res.Receipt == nil {
+								done <- fmt.Errorf("forget %d: %+v, %v", i, res, err)
+								return
+							}
+							lat[c] = append(lat[c], time.Since(t))
+						}
+						done <- nil
+					}()
+				}
+				for range clients {
+					if err := <-done; err != nil {
+						b.Fatal(err)
+					}
+				}
+				elapsed := time.Since(start)
+				b.StopTimer()
+				var all []time.Duration
+				for _, l := range lat {
+					all = append(all, l...)
+				}
+				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "forgets/s")
+				b.ReportMetric(p50(all), "p50-ms")
+			})
+		}
+	}
+}
