@@ -1,7 +1,6 @@
 package lethe_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -20,24 +18,7 @@ import (
 
 // storeGoroutines returns the stacks of the goroutines running code of
 // the store package (its background ANALYZE and VACUUM among them).
-func storeGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("lethe/internal/store.")) {
-			out = append(out, string(g))
-		}
-	}
-	return out
-}
+func storeGoroutines() []string { return testenv.Goroutines("lethe/internal/store.") }
 
 // TestCloseStopsBackgroundWork closes a DB right after writes and a forget
 // that start the store's background work (an ANALYZE once 100 rows are
@@ -120,20 +101,9 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	}
 }
 
-// searchGoroutines counts the goroutines running code of package search
-// (the vector index's background graph build).
-func searchGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	return bytes.Count(buf, []byte("lethe/internal/search.(*Set).build"))
-}
+// searchGoroutines counts the goroutines of the vector index's background
+// graph build.
+func searchGoroutines() int { return len(testenv.Goroutines("lethe/internal/search.(*Set).build")) }
 
 // TestCloseStopsVectorBuild closes a DB while a memory's vector index
 // builds its graph in the background (a vector recall loaded more than

@@ -1,33 +1,16 @@
 package search
 
 import (
-	"bytes"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/lethe-io/lethe/internal/testenv"
 )
 
-// searchGoroutines counts the goroutines running code of this package
-// other than the test's own.
-func searchGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	n := 0
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("lethe/internal/search.")) && !bytes.Contains(g, []byte("testing.tRunner")) {
-			n++
-		}
-	}
-	return n
-}
+// searchGoroutines counts the goroutines running a method of this
+// package (a build and its workers).
+func searchGoroutines() int { return len(testenv.Goroutines("lethe/internal/search.(*")) }
 
 // TestCloseStopsBuild closes a set while its graph is being built in the
 // background: once Close returns no goroutine of the set runs, the half
