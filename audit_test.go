@@ -148,6 +148,35 @@ func TestForgetReturnsVerifiableProof(t *testing.T) {
 	})
 }
 
+// TestReceiptWaitsForOneStep forgets grains one at a time and counts the
+// audit sequencer's steps: a receipt waits for one step that began after
+// its event committed, not for a second one when the kick that woke the
+// sequencer had already begun a step (which doubled each forget's wait
+// for its proof). Each forget needs one step; the sequencer's own timer
+// adds one per 500 ms at most.
+func TestReceiptWaitsForOneStep(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		const n = 20
+		hashes := make([]string, n)
+		for i := range hashes {
+			hashes[i] = mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "alice", Object: fmt.Sprint("thing", i)})
+		}
+		start, t0 := db.AuditSteps(), time.Now()
+		for _, h := range hashes {
+			res, err := db.Forget(ctx, lethe.Selector{Hash: h})
+			if err != nil || res.Proof == nil {
+				t.Fatalf("forget: %+v, %v", res, err)
+			}
+		}
+		steps := db.AuditSteps() - start
+		ticks := uint64(time.Since(t0)/(500*time.Millisecond)) + 1
+		if steps > n+ticks {
+			t.Errorf("%d sequencer steps for %d forgets (at most %d timer steps): a receipt waits for more than one step", steps, n, ticks)
+		}
+	})
+}
+
 // TestAuditEventsMatchChanges checks that each state change left exactly
 // its event: key creations, supersedes and forgets, nothing for no-ops.
 func TestAuditEventsMatchChanges(t *testing.T) {

@@ -157,16 +157,22 @@ func (db *DB) observe(rows []store.GrainRow) {
 
 // PurgeErased deletes, now, the rows and index tokens that erasures made
 // unreadable (a background cleaner does this continuously) and returns how
-// many it deleted.
+// many it deleted. It also removes the text postings of every grain
+// deleted so far whose postings are still queued (PostgreSQL).
 func (db *DB) PurgeErased(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n, err := db.store.CleanupErased(ctx, 5000)
 		total += n
-		if err != nil || n == 0 {
+		if err != nil {
 			return total, err
 		}
+		if n == 0 {
+			break
+		}
 	}
+	_, err := db.store.DrainPostings(ctx)
+	return total, err
 }
 
 func (db *DB) kickCleaner() {

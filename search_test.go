@@ -245,6 +245,9 @@ func TestSearchForgets(t *testing.T) {
 				t.Fatal(err)
 			}
 			gone("forget by user", all[2])
+			if err := a.WaitScrubbed(ctx); err != nil { // PostgreSQL removes forgotten postings after the commit
+				t.Fatal(err)
+			}
 			if n := terms(); n != perGrain*4 {
 				t.Errorf("after three forgets: %d postings, want %d", n, perGrain*4)
 			}

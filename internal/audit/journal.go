@@ -257,25 +257,33 @@ func (j *Journal) Receipt(ctx context.Context, id string, leaf []byte) (*Receipt
 func (j *Journal) waitProof(ctx context.Context, id string) (*proofs.Proof, error) {
 	wctx, cancel := context.WithTimeout(ctx, j.wait)
 	defer cancel()
+	// The event is committed: every step from mark on sees it, and the
+	// kick after the mark begins one. A wait that ends with the event
+	// still pending (a step failed) marks and kicks again; a kick per
+	// pass would begin a step nobody needs once the proof is there.
+	mark := j.seq.StepMark()
 	j.seq.Kick()
+	kicked := true
 	for {
-		p, err := j.Proof(ctx, id)
+		p, c, err := j.proof(ctx, id)
 		if grains.ErrorCode(err) != grains.CodePending || wctx.Err() != nil {
 			return p, err
 		}
-		c, err := j.events.CommittedEvent(ctx, id)
-		if err != nil {
-			return nil, err
+		if !kicked {
+			mark = j.seq.StepMark()
+			j.seq.Kick()
 		}
+		kicked = false
 		if c.Sequenced {
+			// The step that numbered it signs a checkpoint over it.
 			if err := j.seq.WaitCovered(wctx, c.Index); err != nil {
 				return nil, pendingError(id)
 			}
 			continue
 		}
-		// Not numbered yet: the next step of the sequencer numbers it
-		// (and signs a checkpoint over it).
-		if err := j.seq.WaitStep(wctx); err != nil {
+		// Not numbered yet: the step numbered mark numbers it (and signs a
+		// checkpoint over it).
+		if err := j.seq.WaitStep(wctx, mark); err != nil {
 			return nil, pendingError(id)
 		}
 	}
@@ -289,18 +297,25 @@ func pendingError(id string) error {
 // Proof returns the proof of event id against the latest signed
 // checkpoint, or an error with code pending if none covers it yet.
 func (j *Journal) Proof(ctx context.Context, id string) (*proofs.Proof, error) {
+	p, _, err := j.proof(ctx, id)
+	return p, err
+}
+
+// proof is Proof, also returning the committed event it read (nil when
+// the read failed).
+func (j *Journal) proof(ctx context.Context, id string) (*proofs.Proof, *Committed, error) {
 	c, err := j.events.CommittedEvent(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !c.Sequenced {
-		return nil, pendingError(id)
+		return nil, c, pendingError(id)
 	}
 	p, err := j.seq.Prove(ctx, c.Index, c.Leaf)
 	if errors.Is(err, ErrPending) {
-		return nil, pendingError(id)
+		return nil, c, pendingError(id)
 	}
-	return p, DomainError(err)
+	return p, c, DomainError(err)
 }
 
 // DomainError maps the errors of a Log to domain codes: invalid_argument,

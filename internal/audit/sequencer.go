@@ -313,22 +313,38 @@ func (s *Sequencer) noteCovered(size uint64) {
 var ErrPending = errors.New("audit: event not yet covered by a signed checkpoint")
 
 // WaitCovered waits until a signed checkpoint covers leaf index, or ctx
-// ends (then ErrPending).
+// ends (then ErrPending). It does not kick the sequencer: see WaitStep.
 func (s *Sequencer) WaitCovered(ctx context.Context, index uint64) error {
-	s.Kick()
 	return s.waitFor(ctx, func() bool { return s.covered > index })
 }
 
-// WaitStep kicks the sequencer and waits until a step of Run that began
-// after the call has ended (so it saw every event committed before the
-// call), or until ctx ends (then ErrPending). A waiter for an event's
-// number waits here instead of polling the outbox.
-func (s *Sequencer) WaitStep(ctx context.Context) error {
+// StepMark returns the number of the next step of Run to begin. Every
+// step numbered from it begins after the call, so it sees every event
+// committed before the call (see WaitStep).
+func (s *Sequencer) StepMark() uint64 {
 	s.mu.Lock()
-	target := s.begun + 1
-	s.mu.Unlock()
-	s.Kick()
-	return s.waitFor(ctx, func() bool { return s.ended >= target })
+	defer s.mu.Unlock()
+	return s.begun + 1
+}
+
+// Steps returns how many steps Run has begun.
+func (s *Sequencer) Steps() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.begun
+}
+
+// WaitStep waits until the step numbered mark (see StepMark) has ended, or
+// until ctx ends (then ErrPending). A waiter for an event's number waits
+// here instead of polling the outbox. The waiter takes the mark once its
+// event is committed, then kicks: a kick after the mark always begins a
+// step numbered mark or more (now, or after the running one). Neither
+// wait kicks by itself: a kick while the step the waiter needs is running
+// (or has just taken the previous kick, before counting itself begun)
+// would queue a step that nobody waits for, and the next writer would
+// wait behind it; one receipt cost two steps.
+func (s *Sequencer) WaitStep(ctx context.Context, mark uint64) error {
+	return s.waitFor(ctx, func() bool { return s.ended >= mark })
 }
 
 // waitFor waits until done, called with s.mu held, reports true, or until

@@ -7,7 +7,6 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/grains"
 )
@@ -107,7 +106,7 @@ func insertEvents(tx *gorm.DB, now int64, evs []Event) error {
 	return queueDeliveriesGorm(tx, evs)
 }
 
-func insertEventsPG(ctx context.Context, tx pgx.Tx, now int64, evs []Event) error {
+func insertEventsPG(ctx context.Context, tx pgExecer, now int64, evs []Event) error {
 	for _, e := range evs {
 		if _, err := tx.Exec(ctx, `INSERT INTO audit_events (event_id, memory, type, leaf, created_us) VALUES ($1, $2, $3, $4, $5)`,
 			e.ID, e.Memory, e.Type, e.Leaf, now); err != nil {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -107,7 +106,7 @@ func adjustCounts(tx *gorm.DB, memory string, c counter) error {
 }
 
 // adjustCountsPG is adjustCounts over pgx, one array statement per table.
-func adjustCountsPG(ctx context.Context, tx pgx.Tx, memory string, c counter) error {
+func adjustCountsPG(ctx context.Context, tx pgExecer, memory string, c counter) error {
 	scopes, users := c.sorted(memory)
 	if len(scopes) > 0 {
 		names, shards, ns := make([]string, len(scopes)), make([]int32, len(scopes)), make([]int64, len(scopes))

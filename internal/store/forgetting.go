@@ -381,10 +381,10 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 	return del, nil
 }
 
-// deleteIDs deletes the grains ids, their tags, postings (deletePostings)
+// deleteIDs deletes the grains ids, their tags, postings (removePostings)
 // and search documents (ON DELETE CASCADE) in tx.
 func deleteIDs(tx *gorm.DB, ids []int64) error {
-	if err := deletePostings(tx.Statement.Context, gormRunner{tx}, ids); err != nil {
+	if err := removePostings(tx.Statement.Context, gormRunner{tx}, ids); err != nil {
 		return translate(err, "delete postings")
 	}
 	for i := 0; i < len(ids); i += chunk {

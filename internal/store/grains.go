@@ -970,6 +970,41 @@ type chainRow struct {
 	UserKeyID    int64
 }
 
+// lockChainRows locks the rows of rows (PostgreSQL), in id order so that
+// two deletes of overlapping chains never wait for each other in a cycle,
+// and returns those still there. Rows were read without a lock: a
+// concurrent delete of the same grains may have committed since, and a
+// delete that went on with them would count them off the counters, and
+// report them deleted, a second time.
+func lockChainRows(tx *gorm.DB, rows map[string]chainRow) (map[string]chainRow, error) {
+	if len(rows) == 0 {
+		return rows, nil
+	}
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	live := make(map[int64]bool, len(ids))
+	for i := 0; i < len(ids); i += chunk {
+		var got []int64
+		err := tx.Raw("SELECT id FROM grains WHERE id IN ? ORDER BY id FOR UPDATE", ids[i:min(i+chunk, len(ids))]).Scan(&got).Error
+		if err != nil {
+			return nil, translate(err, "lock grains")
+		}
+		for _, id := range got {
+			live[id] = true
+		}
+	}
+	out := make(map[string]chainRow, len(live))
+	for h, r := range rows {
+		if live[r.ID] {
+			out[h] = r
+		}
+	}
+	return out, nil
+}
+
 // Chain returns every version of hash's chain in memory, newest first. A
 // version that was erased (a key of its chain destroyed, or its row deleted
 // by the cleaner since) is returned as a row with only its Hash and Erased
@@ -1061,6 +1096,18 @@ type Deletion struct {
 // returning ErrDryRun, it returns what it would have deleted with the
 // error.
 func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, now int64, mk EventsFunc[*Deletion]) (*Deletion, error) {
+	if db.dialect == Postgres && len(hashes) == 1 {
+		del, ok, err := db.deleteOnePG(ctx, memory, hashes[0], now, mk)
+		if err != nil {
+			return del, translate(err, "delete grains")
+		}
+		if ok {
+			if len(del.Hashes) > 0 {
+				db.scrubForget(ctx)
+			}
+			return del, nil
+		}
+	}
 	var del *Deletion
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var seeds []chainRow
@@ -1174,6 +1221,12 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 			for _, x := range r {
 				add(x)
 			}
+		}
+	}
+	if tx.Dialector.Name() == Postgres {
+		var err error
+		if ids, err = lockChainRows(tx, ids); err != nil {
+			return nil, err
 		}
 	}
 	del := &Deletion{Hashes: make([]string, 0, len(ids))}

@@ -6,7 +6,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/lethe-io/lethe/internal/grains"
 )
 
@@ -72,7 +71,7 @@ func queueDeliveriesGorm(tx *gorm.DB, evs []Event) error {
 	return translate(tx.Exec(queueDeliveries, ids).Error, "queue webhook deliveries")
 }
 
-func queueDeliveriesPG(ctx context.Context, tx pgx.Tx, evs []Event) error {
+func queueDeliveriesPG(ctx context.Context, tx pgExecer, evs []Event) error {
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID

@@ -57,9 +57,12 @@ type scrubState struct {
 	// xid is the newest erase's transaction id (PostgreSQL).
 	xid atomic.Int64
 
-	// grains coalesces the background grain-table vacuums (PostgreSQL).
+	// grains coalesces the background grain-table vacuums (PostgreSQL);
+	// grainsLast is when the last one began (only its goroutine touches
+	// it).
 	grainsRunning atomic.Bool
 	grainsAgain   atomic.Bool
+	grainsLast    time.Time
 
 	// wait counts scrub time, for benchmarks.
 	nanos atomic.Int64
@@ -140,7 +143,9 @@ func (db *DB) scrubKeys(ctx context.Context) error {
 
 // scrubForget removes the residue of deleted grain rows after a forget
 // committed: on SQLite at once (a checkpoint), on PostgreSQL in the
-// background (a plain VACUUM of the grain tables).
+// background (DrainPostings, then a plain VACUUM of the grain tables), at
+// once after a quiet period and at most once per grainScrubPace under
+// load.
 func (db *DB) scrubForget(ctx context.Context) {
 	if db.scrubOff.Load() {
 		return
@@ -157,13 +162,29 @@ func (db *DB) scrubForget(ctx context.Context) {
 	}
 	started := db.goBackground(func(ctx context.Context) {
 		defer db.scrub.grainsRunning.Store(false)
-		for db.scrub.grainsAgain.Swap(false) {
+		for {
+			// At most one scrub per grainScrubPace: under a stream of
+			// forgets, each scrub (a VACUUM that reads every index of
+			// the grain tables) covers all forgets of its pace instead
+			// of running back to back and taking a core from them.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(db.scrub.grainsLast.Add(grainScrubPace))):
+			}
+			if !db.scrub.grainsAgain.Swap(false) {
+				return
+			}
+			db.scrub.grainsLast = time.Now()
 			vctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-			err := db.vacuumGrains(vctx)
+			_, err := db.DrainPostings(vctx)
+			if err == nil {
+				err = db.vacuumGrains(vctx)
+			}
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
-					db.log.Warn("vacuum after forget failed", slog.Any("error", err))
+					db.log.Warn("scrub after forget failed", slog.Any("error", err))
 				}
 				return
 			}
@@ -320,11 +341,18 @@ func (db *DB) vacuumGrains(ctx context.Context) error {
 	if _, err := waitOlder(ctx, conn, next, grainScrubWait); err != nil {
 		return err
 	}
-	// grain_postings: a forget rewrites the blocks holding the grain, and
-	// the old versions of those rows still name it.
-	_, err = conn.ExecContext(ctx, `VACUUM grains, grain_tags, grain_postings, grain_docs`)
+	// grain_postings: the drain rewrote the blocks holding the grain, and
+	// the old versions of those rows still name it, as do the drained
+	// rows of posting_garbage.
+	// Without parallel workers: a background scrub should not start
+	// processes that compete with the writes for the cores.
+	_, err = conn.ExecContext(ctx, `VACUUM (PARALLEL 0) grains, grain_tags, grain_postings, grain_docs, posting_garbage`)
 	return err
 }
+
+// grainScrubPace is the least time between the starts of two background
+// scrubs after forgets.
+const grainScrubPace = time.Second
 
 // grainScrubWait bounds how long the background VACUUM after a forget
 // waits for older transactions to end.

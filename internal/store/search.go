@@ -31,7 +31,7 @@ type TermRow struct {
 // then the token) keyed by Block. It references its grain ON DELETE
 // CASCADE. It gives the text index its statistics (the number and mean
 // length of a memory's documents), the vector index the grains to read at
-// start, and deletePostings the blocks to rewrite.
+// start, and removePostings the blocks to rewrite.
 type DocRow struct {
 	GrainID int64
 	Memory  string
@@ -52,7 +52,7 @@ type DocRow struct {
 // rows and 12,000 entries of a grain_id index, as one row per posting
 // did. A term's blocks are one range of the primary key. Rows cannot
 // cascade from grains: every path that deletes grains calls
-// deletePostings first, in its transaction (see deleteIDs).
+// removePostings first, in its transaction (see deleteIDs).
 func migrateSearch(g *gorm.DB, dialect string) error {
 	id, blob := "INTEGER", "BLOB"
 	postings := `CREATE TABLE IF NOT EXISTS grain_postings (token BLOB NOT NULL, block INTEGER NOT NULL,
@@ -62,12 +62,18 @@ func migrateSearch(g *gorm.DB, dialect string) error {
 		postings = `CREATE TABLE IF NOT EXISTS grain_postings (token BYTEA NOT NULL, block BIGINT NOT NULL,
 			posts BYTEA NOT NULL, PRIMARY KEY (token, block))`
 	}
-	for _, stmt := range []string{
+	stmts := []string{
 		postings,
 		`CREATE TABLE IF NOT EXISTS grain_docs (grain_id ` + id + ` PRIMARY KEY REFERENCES grains (id) ON DELETE CASCADE,
 			memory VARCHAR(64) NOT NULL, len INTEGER NOT NULL, dim INTEGER NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS vector_dims (memory VARCHAR(64) PRIMARY KEY, dim INTEGER NOT NULL)`,
-	} {
+	}
+	if dialect == Postgres {
+		// The token lists of deleted grains whose postings are still to
+		// remove (see removePostings).
+		stmts = append(stmts, `CREATE TABLE IF NOT EXISTS posting_garbage (grain_id BIGINT PRIMARY KEY, block BIGINT NOT NULL, toks BYTEA NOT NULL)`)
+	}
+	for _, stmt := range stmts {
 		if err := g.Exec(stmt).Error; err != nil {
 			return err
 		}
@@ -248,7 +254,7 @@ func insertSearchPG(ctx context.Context, tx pgx.Tx, memory string, stored []*Gra
 	return nil
 }
 
-// runner is a transaction of either driver, as deletePostings needs it.
+// runner is a transaction of either driver, as removePostings needs it.
 type runner interface {
 	query(ctx context.Context, q string, args []any, row func(scan func(dest ...any) error) error) error
 	exec(ctx context.Context, q string, args ...any) error
@@ -301,53 +307,98 @@ func (r pgxRunner) exec(ctx context.Context, q string, args ...any) error {
 	return err
 }
 
-// deletePostings removes the postings of the grains ids from their
-// blocks, rewriting each block that holds one (deleting it when none is
-// left). Every path that deletes grains calls it first, in the same
+// removePostings takes the postings of the grains ids out of the text
+// index. Every path that deletes grains calls it first, in the same
 // transaction, while their grain_docs rows still say where their postings
 // are.
 //
-// Two transactions may remove grains of one block at once (two forgets of
-// grains added in one batch): on PostgreSQL each block is read FOR UPDATE,
+// On SQLite it rewrites their blocks at once (rewriteBlocks): writers are
+// serialized by the database anyway. On PostgreSQL it copies the grains'
+// token lists to posting_garbage, in one statement, and DrainPostings
+// rewrites the blocks after the commit, in the background. Rewriting them
+// in the deleting transaction made concurrent forgets of grains added in
+// one batch (whose postings share blocks) wait for each other's commit on
+// every block they share: forgets ran one at a time. Until drained, a
+// block still names grains that no longer exist; a reader skips such a
+// candidate, which has no row (see package recall), and the post-forget
+// scrub drains before it vacuums, so no residue outlives the scrub.
+func removePostings(ctx context.Context, r runner, ids []int64) error {
+	if r.dialect() == Postgres {
+		for i := 0; i < len(ids); i += chunk {
+			part := ids[i:min(i+chunk, len(ids))]
+			err := r.exec(ctx, `INSERT INTO posting_garbage (grain_id, block, toks)
+				SELECT grain_id, block, toks FROM grain_docs WHERE toks IS NOT NULL AND grain_id IN (?`+strings.Repeat(", ?", len(part)-1)+`)
+				ON CONFLICT (grain_id) DO NOTHING`, anys(part)...)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var gone goneSet
+	for i := 0; i < len(ids); i += chunk {
+		part := ids[i:min(i+chunk, len(ids))]
+		q := "SELECT grain_id, block, toks FROM grain_docs WHERE toks IS NOT NULL AND grain_id IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
+		if err := r.query(ctx, q, anys(part), gone.scan); err != nil {
+			return err
+		}
+	}
+	return gone.rewrite(ctx, r)
+}
+
+// goneSet is the postings to remove: per (token, block), the grains whose
+// postings leave it.
+type goneSet struct {
+	ids  map[blockKey]map[int64]bool
+	keys []blockKey
+}
+
+type blockKey struct {
+	tok   string
+	block int64
+}
+
+// scan adds the postings of one (grain_id, block, toks) row.
+func (g *goneSet) scan(scan func(...any) error) error {
+	var id, block int64
+	var packed []byte
+	if err := scan(&id, &block, &packed); err != nil {
+		return err
+	}
+	return g.add(id, block, packed)
+}
+
+// add adds the postings of grain id, in block, of the packed tokens.
+func (g *goneSet) add(id, block int64, packed []byte) error {
+	toks, err := unpackTokens(packed)
+	if err != nil {
+		return err
+	}
+	if g.ids == nil {
+		g.ids = map[blockKey]map[int64]bool{}
+	}
+	for _, t := range toks {
+		k := blockKey{string(t), block}
+		if g.ids[k] == nil {
+			g.ids[k] = map[int64]bool{}
+			g.keys = append(g.keys, k)
+		}
+		g.ids[k][id] = true
+	}
+	return nil
+}
+
+// rewrite removes the postings of g from their blocks, rewriting each
+// block that holds one (deleting it when none is left).
+//
+// Two transactions may rewrite one block at once (two replicas draining,
+// or two deletes on SQLite): on PostgreSQL each block is read FOR UPDATE,
 // so that the second rewrites what the first left, not what it read
 // before (which would put the first's postings back), and the blocks are
 // taken in key order, so that the two never wait for each other in a
 // cycle (a deadlock, which failed one of them).
-func deletePostings(ctx context.Context, r runner, ids []int64) error {
-	type key struct {
-		tok   string
-		block int64
-	}
-	gone := map[key]map[int64]bool{}
-	var keys []key
-	for i := 0; i < len(ids); i += chunk {
-		part := ids[i:min(i+chunk, len(ids))]
-		q := "SELECT grain_id, block, toks FROM grain_docs WHERE toks IS NOT NULL AND grain_id IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
-		err := r.query(ctx, q, anys(part), func(scan func(...any) error) error {
-			var id, block int64
-			var packed []byte
-			if err := scan(&id, &block, &packed); err != nil {
-				return err
-			}
-			toks, err := unpackTokens(packed)
-			if err != nil {
-				return err
-			}
-			for _, t := range toks {
-				k := key{string(t), block}
-				if gone[k] == nil {
-					gone[k] = map[int64]bool{}
-					keys = append(keys, k)
-				}
-				gone[k][id] = true
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	}
-	slices.SortFunc(keys, func(a, b key) int {
+func (g *goneSet) rewrite(ctx context.Context, r runner) error {
+	slices.SortFunc(g.keys, func(a, b blockKey) int {
 		if c := strings.Compare(a.tok, b.tok); c != 0 {
 			return c
 		}
@@ -357,7 +408,7 @@ func deletePostings(ctx context.Context, r runner, ids []int64) error {
 	if r.dialect() == Postgres {
 		read += " FOR UPDATE"
 	}
-	for _, k := range keys {
+	for _, k := range g.keys {
 		var v []byte
 		err := r.query(ctx, read, []any{[]byte(k.tok), k.block},
 			func(scan func(...any) error) error { return scan(&v) })
@@ -367,7 +418,7 @@ func deletePostings(ctx context.Context, r runner, ids []int64) error {
 		if v == nil {
 			continue
 		}
-		out, changed, err := search.RemoveFromBlock(v, gone[k])
+		out, changed, err := search.RemoveFromBlock(v, g.ids[k])
 		switch {
 		case err != nil:
 			return err
@@ -382,6 +433,58 @@ func deletePostings(ctx context.Context, r runner, ids []int64) error {
 		}
 	}
 	return nil
+}
+
+// drainBatch bounds the deleted grains whose postings one DrainPostings
+// transaction removes.
+const drainBatch = 500
+
+// DrainPostings removes from the text index the postings of deleted
+// grains that removePostings left in posting_garbage (PostgreSQL; on
+// SQLite there are none), in transactions of up to drainBatch grains, and
+// returns how many grains' postings it removed. A block shared by many of
+// them is rewritten once per transaction. It returns once a transaction
+// finds the queue empty: replicas draining at once take it in turn (rows
+// locked in grain id order, blocks in key order: no cycle), and each
+// returns only after what was queued before it began is drained.
+func (db *DB) DrainPostings(ctx context.Context) (int, error) {
+	if db.dialect != Postgres {
+		return 0, nil
+	}
+	total := 0
+	for {
+		n := 0
+		err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			r := gormRunner{tx}
+			var gone goneSet
+			var ids []int64
+			err := r.query(ctx, "SELECT grain_id, block, toks FROM posting_garbage ORDER BY grain_id LIMIT ? FOR UPDATE",
+				[]any{drainBatch}, func(scan func(...any) error) error {
+					var id, block int64
+					var packed []byte
+					if err := scan(&id, &block, &packed); err != nil {
+						return err
+					}
+					ids = append(ids, id)
+					return gone.add(id, block, packed)
+				})
+			if err != nil || len(ids) == 0 {
+				return err
+			}
+			if err := gone.rewrite(ctx, r); err != nil {
+				return err
+			}
+			n = len(ids)
+			return r.exec(ctx, "DELETE FROM posting_garbage WHERE grain_id IN (?"+strings.Repeat(", ?", len(ids)-1)+")", anys(ids)...)
+		})
+		if err != nil {
+			return total, translate(err, "drain postings")
+		}
+		total += n
+		if n == 0 {
+			return total, nil
+		}
+	}
 }
 
 // PostingBlocks returns every postings block of the given tokens, headers
