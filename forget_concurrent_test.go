@@ -31,17 +31,7 @@ func TestConcurrentForgetsKeepPostings(t *testing.T) {
 	for _, b := range []string{"sqlite", "postgres"} {
 		t.Run(b, func(t *testing.T) {
 			ctx := context.Background()
-			dir, dsn := t.TempDir(), ""
-			raw := func(q string) [][]byte { return sqliteRaw{dir: dir}.query(t, q) }
-			if b == "postgres" {
-				dsn = testenv.Postgres(t)
-				conn, err := pgx.Connect(ctx, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { conn.Close(context.Background()) })
-				raw = func(q string) [][]byte { return pgRaw{conn}.direct(t, q) }
-			}
+			dir, dsn, raw := rawTestStore(t, b)
 			db, err := lethe.Open(ctx, lethe.Config{DataDir: dir, PostgresDSN: dsn})
 			if err != nil {
 				t.Fatal(err)
@@ -57,23 +47,7 @@ func TestConcurrentForgetsKeepPostings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			postings := func() map[int64]int {
-				n := map[int64]int{}
-				for _, v := range raw(`SELECT posts FROM grain_postings`) {
-					bl, err := search.DecodeBlock(nil, v)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ps, err := bl.Postings(nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, p := range ps {
-						n[p.ID]++
-					}
-				}
-				return n
-			}
+			postings := func() map[int64]int { return postingsPerGrain(t, raw) }
 			before := postings()
 			if len(before) != len(batch) {
 				t.Fatalf("%d grains have postings, want %d", len(before), len(batch))
@@ -137,17 +111,7 @@ func TestForgottenPostingsDrainAfterRestart(t *testing.T) {
 	for _, b := range []string{"sqlite", "postgres"} {
 		t.Run(b, func(t *testing.T) {
 			ctx := context.Background()
-			dir, dsn := t.TempDir(), ""
-			raw := func(q string) [][]byte { return sqliteRaw{dir: dir}.query(t, q) }
-			if b == "postgres" {
-				dsn = testenv.Postgres(t)
-				conn, err := pgx.Connect(ctx, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { conn.Close(context.Background()) })
-				raw = func(q string) [][]byte { return pgRaw{conn}.direct(t, q) }
-			}
+			dir, dsn, raw := rawTestStore(t, b)
 			cfg := lethe.Config{DataDir: dir, PostgresDSN: dsn}
 			db, err := lethe.Open(ctx, cfg)
 			if err != nil {
@@ -172,23 +136,7 @@ func TestForgottenPostingsDrainAfterRestart(t *testing.T) {
 				}
 				ids[h] = n
 			}
-			postings := func() map[int64]int {
-				n := map[int64]int{}
-				for _, v := range raw(`SELECT posts FROM grain_postings`) {
-					bl, err := search.DecodeBlock(nil, v)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ps, err := bl.Postings(nil)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, p := range ps {
-						n[p.ID]++
-					}
-				}
-				return n
-			}
+			postings := func() map[int64]int { return postingsPerGrain(t, raw) }
 			before := postings()
 			forgotten := map[int64]bool{}
 			// The newest first: the best-ranked candidates of an equal
@@ -304,4 +252,41 @@ func TestConcurrentForgetsOfOneGrain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// postingsPerGrain counts the postings of each grain id in the raw rows of
+// grain_postings that raw reads.
+func postingsPerGrain(t *testing.T, raw func(string) [][]byte) map[int64]int {
+	t.Helper()
+	n := map[int64]int{}
+	for _, v := range raw(`SELECT posts FROM grain_postings`) {
+		bl, err := search.DecodeBlock(nil, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, err := bl.Postings(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			n[p.ID]++
+		}
+	}
+	return n
+}
+
+// rawTestStore returns a data directory, the PostgreSQL DSN (b "postgres") or
+// "" (b "sqlite"), and a reader of the raw rows of the store opened there.
+func rawTestStore(t *testing.T, b string) (string, string, func(string) [][]byte) {
+	dir := t.TempDir()
+	if b != "postgres" {
+		return dir, "", func(q string) [][]byte { return sqliteRaw{dir: dir}.query(t, q) }
+	}
+	dsn := testenv.Postgres(t)
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return dir, dsn, func(q string) [][]byte { return pgRaw{conn}.direct(t, q) }
 }
