@@ -343,8 +343,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 		}
 		w := &pgx.Batch{}
 		q := batchExec{w}
-		q.Exec(ctx, `INSERT INTO posting_garbage (grain_id, block, toks)
-			SELECT grain_id, block, toks FROM grain_docs WHERE grain_id = $1 AND toks IS NOT NULL ON CONFLICT (grain_id) DO NOTHING`, r.ID)
+		q.Exec(ctx, queueGarbage, []int64{r.ID})
 		q.Exec(ctx, `DELETE FROM grain_tags WHERE grain_id = $1`, r.ID)
 		q.Exec(ctx, `DELETE FROM grains WHERE id = $1`, r.ID)
 		c := counter{}

@@ -324,16 +324,7 @@ func (r pgxRunner) exec(ctx context.Context, q string, args ...any) error {
 // scrub drains before it vacuums, so no residue outlives the scrub.
 func removePostings(ctx context.Context, r runner, ids []int64) error {
 	if r.dialect() == Postgres {
-		for i := 0; i < len(ids); i += chunk {
-			part := ids[i:min(i+chunk, len(ids))]
-			err := r.exec(ctx, `INSERT INTO posting_garbage (grain_id, block, toks)
-				SELECT grain_id, block, toks FROM grain_docs WHERE toks IS NOT NULL AND grain_id IN (?`+strings.Repeat(", ?", len(part)-1)+`)
-				ON CONFLICT (grain_id) DO NOTHING`, anys(part)...)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.exec(ctx, queueGarbage, ids)
 	}
 	var gone goneSet
 	for i := 0; i < len(ids); i += chunk {
@@ -345,6 +336,12 @@ func removePostings(ctx context.Context, r runner, ids []int64) error {
 	}
 	return gone.rewrite(ctx, r)
 }
+
+// queueGarbage copies the token lists of the grains $1 (an array of ids) to
+// posting_garbage (PostgreSQL; see removePostings).
+const queueGarbage = `INSERT INTO posting_garbage (grain_id, block, toks)
+	SELECT grain_id, block, toks FROM grain_docs WHERE toks IS NOT NULL AND grain_id = ANY($1)
+	ON CONFLICT (grain_id) DO NOTHING`
 
 // goneSet is the postings to remove: per (token, block), the grains whose
 // postings leave it.
