@@ -115,3 +115,8 @@ func (db *DB) AuditWeight(ctx context.Context) (uint64, error) {
 	auditWeights.m[db] = st
 	return st[1], nil
 }
+
+// SetPostingTailMax sets the size of the text index's tail from which an
+// insert merges it (SQLite; 0: the default), so that a test exercises the
+// merge with a few grains.
+func (db *DB) SetPostingTailMax(n int64) { db.store.SetTailMax(n) }

@@ -47,7 +47,7 @@ func TestConcurrentForgetsKeepPostings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			postings := func() map[int64]int { return postingsPerGrain(t, raw) }
+			postings := func() map[int64]int { return postingsPerGrain(t, b, raw) }
 			before := postings()
 			if len(before) != len(batch) {
 				t.Fatalf("%d grains have postings, want %d", len(before), len(batch))
@@ -136,7 +136,7 @@ func TestForgottenPostingsDrainAfterRestart(t *testing.T) {
 				}
 				ids[h] = n
 			}
-			postings := func() map[int64]int { return postingsPerGrain(t, raw) }
+			postings := func() map[int64]int { return postingsPerGrain(t, b, raw) }
 			before := postings()
 			forgotten := map[int64]bool{}
 			// The newest first: the best-ranked candidates of an equal
@@ -255,11 +255,11 @@ func TestConcurrentForgetsOfOneGrain(t *testing.T) {
 }
 
 // postingsPerGrain counts the postings of each grain id in the raw rows of
-// grain_postings that raw reads.
-func postingsPerGrain(t *testing.T, raw func(string) [][]byte) map[int64]int {
+// the postings blocks that raw reads, on backend b.
+func postingsPerGrain(t *testing.T, b string, raw func(string) [][]byte) map[int64]int {
 	t.Helper()
 	n := map[int64]int{}
-	for _, v := range raw(`SELECT posts FROM grain_postings`) {
+	for _, v := range raw(postingsSQL(b)) {
 		bl, err := search.DecodeBlock(nil, v)
 		if err != nil {
 			t.Fatal(err)

@@ -144,7 +144,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// Recall is ready before the sweeper starts: what a policy seals is
 	// indexed by it.
 	db.recall = recall.New(recall.Config{Store: st, Keys: db.ring, Opener: opener{db}, Sweep: tracker{db}, Now: db.now})
-	db.sealer.Index = db.recall.Index
+	db.sealer.Index = db.recall.Indexer
 	// The vector indexes' graph builds stop with the background work.
 	db.closers = append(db.closers, func() error { db.recall.Close(); return nil })
 	if db.sweep, err = openSweeper(ctx, db, &cfg); err != nil {

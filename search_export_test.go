@@ -1,6 +1,8 @@
 package lethe
 
 import (
+	"time"
+
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/store"
 )
@@ -10,10 +12,12 @@ import (
 // are never found by text.
 func (db *DB) SetTextIndex(on bool) {
 	if on {
-		db.sealer.Index = db.recall.Index
+		db.sealer.Index = db.recall.Indexer
 		return
 	}
-	db.sealer.Index = func(row *store.GrainRow, _ *keys.Chain, g *Grain) { row.Dim = len(g.Embedding) }
+	db.sealer.Index = func() func(*store.GrainRow, *keys.Chain, *Grain) {
+		return func(row *store.GrainRow, _ *keys.Chain, g *Grain) { row.Dim = len(g.Embedding) }
+	}
 }
 
 // VectorBytes returns the memory the vector index of memory holds (0 when
@@ -35,4 +39,18 @@ func (db *DB) VectorGraph(memory string, graphMin int) bool {
 	}
 	s.SetGraphMin(graphMin)
 	return s.WaitGraph()
+}
+
+// SlowIndex makes the computing of each grain's search fields take d
+// longer, so that a test would see a store that wrote the text index
+// before it had them (see store.Pending).
+func (db *DB) SlowIndex(d time.Duration) {
+	next := db.sealer.Index
+	db.sealer.Index = func() func(*store.GrainRow, *keys.Chain, *Grain) {
+		index := next()
+		return func(row *store.GrainRow, c *keys.Chain, g *Grain) {
+			time.Sleep(d)
+			index(row, c, g)
+		}
+	}
 }

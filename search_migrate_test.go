@@ -50,7 +50,7 @@ func TestSearchMigratesTermRows(t *testing.T) {
 	}
 	exec(`CREATE TABLE grain_terms (token BLOB NOT NULL, grain_id INTEGER NOT NULL REFERENCES grains (id) ON DELETE CASCADE,
 		tf INTEGER NOT NULL, dl INTEGER NOT NULL, PRIMARY KEY (token, grain_id))`)
-	rows, err := conn.Query("SELECT token, posts FROM grain_postings")
+	rows, err := conn.Query("SELECT token, posts FROM grain_postings UNION ALL SELECT token, posts FROM posting_tail")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +80,7 @@ func TestSearchMigratesTermRows(t *testing.T) {
 		exec("INSERT INTO grain_terms (token, grain_id, tf, dl) VALUES (?, ?, ?, ?)", r...)
 	}
 	exec("DROP TABLE grain_postings")
+	exec("DROP TABLE posting_tail") // the old layout had no tail either
 	exec("ALTER TABLE grain_docs DROP COLUMN block")
 	exec("ALTER TABLE grain_docs DROP COLUMN toks")
 	conn.Close()

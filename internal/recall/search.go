@@ -478,15 +478,31 @@ type vectorIndex struct {
 	synced time.Time
 }
 
-// Index adds g's text postings and embedding dimension to its row.
-// The postings are blind: a term's token is its HMAC under the scope's
-// index key. It is the sealer's Index hook.
-func (e *Engine) Index(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
-	d := search.Terms(g.Subject, g.Object, g.Content)
-	row.DocLen, row.Dim = d.Len, len(g.Embedding)
-	row.Terms = make([]store.TermRow, 0, len(d.Terms))
-	for t, n := range d.Terms {
-		row.Terms = append(row.Terms, store.TermRow{Token: c.Index.Token(index.Term, []byte(t)), TF: n, DL: d.Len})
+// Indexer returns a function that adds a grain's text postings and
+// embedding dimension to its row, for the grains of one batch: it
+// remembers the stems and tokens of the words it met (search.Words), and
+// is dropped with the batch. The postings are blind: a term's token is its
+// HMAC under the scope's index key. It is the sealer's Index hook.
+func (e *Engine) Indexer() func(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
+	words := search.NewWords()
+	type termKey struct {
+		key  *index.Key
+		term string
+	}
+	tokens := map[termKey][]byte{}
+	return func(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
+		d := words.Terms(g.Subject, g.Object, g.Content)
+		row.DocLen, row.Dim = d.Len, len(g.Embedding)
+		row.Terms = make([]store.TermRow, 0, len(d.Terms))
+		for t, n := range d.Terms {
+			k := termKey{c.Index, t}
+			tok, ok := tokens[k]
+			if !ok {
+				tok = c.Index.Token(index.Term, []byte(t))
+				tokens[k] = tok
+			}
+			row.Terms = append(row.Terms, store.TermRow{Token: tok, TF: n, DL: d.Len})
+		}
 	}
 }
 

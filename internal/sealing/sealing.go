@@ -10,6 +10,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -24,9 +26,10 @@ import (
 // safe for concurrent use.
 type Sealer struct {
 	ring *keys.Keyring
-	// Index, if set, adds a row's search postings (see the root's search.go)
-	// from its chain and grain, as the row is built.
-	Index func(row *store.GrainRow, c *keys.Chain, g *grains.Grain)
+	// Index, if set, returns a function that adds a row's search postings
+	// (see package recall's Indexer) from its chain and grain, for the rows
+	// of one batch.
+	Index func() func(row *store.GrainRow, c *keys.Chain, g *grains.Grain)
 }
 
 // New returns a Sealer over ring.
@@ -39,12 +42,22 @@ func (s *Sealer) Seal(ctx context.Context, g *grains.Grain) (*store.GrainRow, er
 		return nil, err
 	}
 	sealRow(row, c, g, payload)
+	s.indexer()(row, c, g)
 	return row, nil
 }
 
-// rowOf builds g's row but for its blob and hash: the operational fields,
-// key chain and blind tokens. It returns the chain and g's encoded payload
-// for sealRow.
+// indexer returns the function that sets the search fields of a batch's
+// rows: the Index hook's, or one that does nothing.
+func (s *Sealer) indexer() func(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
+	if s.Index == nil {
+		return func(*store.GrainRow, *keys.Chain, *grains.Grain) {}
+	}
+	return s.Index()
+}
+
+// rowOf builds g's row but for its blob, hash and search fields: the
+// operational fields, key chain and blind tokens. It returns the chain and
+// g's encoded payload for sealRow.
 func (s *Sealer) rowOf(ctx context.Context, g *grains.Grain) (*store.GrainRow, *keys.Chain, []byte, error) {
 	c, err := s.ring.WriteChain(ctx, g.Memory, g.Scope, g.UserID)
 	if err != nil {
@@ -63,9 +76,6 @@ func (s *Sealer) rowOf(ctx context.Context, g *grains.Grain) (*store.GrainRow, *
 	}
 	for _, t := range g.Tags {
 		row.Tags = append(row.Tags, store.TagRow{Token: c.Index.Value(index.Tag, t)})
-	}
-	if s.Index != nil {
-		s.Index(row, c, g)
 	}
 	return row, c, payload, nil
 }
@@ -116,14 +126,18 @@ const sealParallel = 64
 // its transaction meanwhile, and streams row i as soon as it is ready.
 type Batch struct {
 	// Rows are the batch's rows, in order.
-	Rows []*store.GrainRow
-	done []chan struct{}
-	g    *errgroup.Group
-	ctx  context.Context
+	Rows    []*store.GrainRow
+	done    []chan struct{}
+	indexed chan struct{} // closed once every row's search fields are set
+	g       *errgroup.Group
+	ctx     context.Context
 }
 
 // Start builds a batch's rows (key chains, tokens) on every core, then
-// starts sealing them. Its key chains should be warm (see Warm).
+// starts sealing them, and then computing their search fields (the Index
+// hook): a store inserts the sealed rows while the words of the batch are
+// still being stemmed and hashed, and waits for them (Indexed) only before
+// it writes the text index. Its key chains should be warm (see Warm).
 func (s *Sealer) Start(ctx context.Context, batch []grains.Grain) (*Batch, error) {
 	n := len(batch)
 	workers := runtime.GOMAXPROCS(0)
@@ -131,11 +145,15 @@ func (s *Sealer) Start(ctx context.Context, batch []grains.Grain) (*Batch, error
 		// A small batch is sealed here, at once: goroutines would cost
 		// more than they overlap.
 		b := &Batch{Rows: make([]*store.GrainRow, n)}
+		index := s.indexer()
 		for i := range batch {
-			var err error
-			if b.Rows[i], err = s.Seal(ctx, &batch[i]); err != nil {
+			row, c, payload, err := s.rowOf(ctx, &batch[i])
+			if err != nil {
 				return nil, err
 			}
+			sealRow(row, c, &batch[i], payload)
+			index(row, c, &batch[i])
+			b.Rows[i] = row
 		}
 		return b, nil
 	}
@@ -157,14 +175,19 @@ func (s *Sealer) Start(ctx context.Context, batch []grains.Grain) (*Batch, error
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	b := &Batch{Rows: rows, done: make([]chan struct{}, n)}
+	b := &Batch{Rows: rows, done: make([]chan struct{}, n), indexed: make(chan struct{})}
 	for i := range b.done {
 		b.done[i] = make(chan struct{})
 	}
 	b.g, b.ctx = errgroup.WithContext(ctx)
+	indexers := max(1, workers-1)
+	var indexing sync.WaitGroup
+	var complete atomic.Int32
+	indexing.Add(workers)
 	for w := range workers {
 		// Interleaved, so rows are ready roughly in the order they stream.
 		b.g.Go(func() error {
+			defer indexing.Done()
 			for i := w; i < n; i += workers {
 				if err := b.ctx.Err(); err != nil {
 					return err
@@ -172,9 +195,32 @@ func (s *Sealer) Start(ctx context.Context, batch []grains.Grain) (*Batch, error
 				sealRow(rows[i], chains[i], &batch[i], payloads[i])
 				close(b.done[i])
 			}
+			// One core fewer computes the search fields than sealed,
+			// leaving one to the store's transaction (a goroutine waiting
+			// for its rows would otherwise wait for a time slice).
+			if w >= indexers {
+				complete.Add(1)
+				return nil
+			}
+			index := s.indexer()
+			for i := w; i < n; i += indexers {
+				if err := b.ctx.Err(); err != nil {
+					return err
+				}
+				index(rows[i], chains[i], &batch[i])
+			}
+			complete.Add(1)
 			return nil
 		})
 	}
+	go func() {
+		// A worker that stopped early failed, and cancelled b.ctx:
+		// Indexed returns its error.
+		indexing.Wait()
+		if complete.Load() == int32(workers) {
+			close(b.indexed)
+		}
+	}()
 	return b, nil
 }
 
@@ -185,6 +231,20 @@ func (b *Batch) Ready(i int) error {
 	}
 	select {
 	case <-b.done[i]:
+		return nil
+	case <-b.ctx.Done():
+		return context.Cause(b.ctx)
+	}
+}
+
+// Indexed returns once every row's search fields are set, or with the
+// context's error.
+func (b *Batch) Indexed() error {
+	if b.g == nil {
+		return nil // indexed at once
+	}
+	select {
+	case <-b.indexed:
 		return nil
 	case <-b.ctx.Done():
 		return context.Cause(b.ctx)

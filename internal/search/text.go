@@ -49,9 +49,28 @@ type Doc struct {
 
 // Terms returns the terms of texts, as one document.
 func Terms(texts ...string) Doc {
+	return (*Words)(nil).Terms(texts...)
+}
+
+// Words computes the terms of many documents, remembering the stem of
+// every word it met: the grains of one batch share most of their words,
+// and stemming was most of the cost of indexing them. A Words holds the
+// words it met for as long as it is kept, so it is made for one batch and
+// dropped with it, never kept across writes (the words of a forgotten grain
+// must not outlive it in memory). A nil *Words remembers nothing. Not safe
+// for concurrent use.
+type Words struct {
+	stems map[string]string
+}
+
+// NewWords returns an empty Words.
+func NewWords() *Words { return &Words{stems: map[string]string{}} }
+
+// Terms returns the terms of texts, as one document.
+func (ws *Words) Terms(texts ...string) Doc {
 	d := Doc{Terms: map[string]int{}}
 	for _, t := range texts {
-		for _, w := range words(t) {
+		for _, w := range ws.words(t) {
 			d.Terms[w]++
 			d.Len++
 		}
@@ -59,12 +78,25 @@ func Terms(texts ...string) Doc {
 	return d
 }
 
+// stem returns w's stem.
+func (ws *Words) stem(w string) string {
+	if ws == nil {
+		return english.Stem(w, false)
+	}
+	s, ok := ws.stems[w]
+	if !ok {
+		s = english.Stem(w, false)
+		ws.stems[w] = s
+	}
+	return s
+}
+
 // QueryTerms returns the distinct terms of a query, in order of first
 // appearance, at most MaxQueryTerms.
 func QueryTerms(text string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, w := range words(text) {
+	for _, w := range (*Words)(nil).words(text) {
 		if !seen[w] && len(out) < MaxQueryTerms {
 			seen[w] = true
 			out = append(out, w)
@@ -105,14 +137,14 @@ func Matches(terms []string, texts ...string) bool {
 }
 
 // words returns the stemmed words of text, stop words left out.
-func words(text string) []string {
+func (ws *Words) words(text string) []string {
 	text = strings.ToLower(grains.NormalizeText(text))
 	var out []string
 	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
 		if len(w) > MaxWordBytes || english.IsStopWord(w) {
 			continue
 		}
-		out = append(out, english.Stem(w, false))
+		out = append(out, ws.stem(w))
 	}
 	return out
 }

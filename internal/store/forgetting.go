@@ -502,29 +502,15 @@ const retrievalChunk = chunk / 4
 // retrievalStmt returns the SQLite statement that records the retrievals
 // of retrievalChunk grains, prepared on first use.
 func (db *DB) retrievalStmt(ctx context.Context) (*sql.Stmt, error) {
-	db.retrieval.mu.Lock()
-	defer db.retrieval.mu.Unlock()
-	if db.retrieval.stmt != nil {
-		return db.retrieval.stmt, nil
-	}
 	vals := make([]string, retrievalChunk)
 	for j := range vals {
 		vals[j] = "(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS DOUBLE PRECISION))"
 	}
-	sqlDB, err := db.gorm.DB()
-	if err != nil {
-		return nil, err
-	}
-	stmt, err := sqlDB.PrepareContext(ctx, `WITH v(id, n, last_us, add_s) AS (VALUES `+strings.Join(vals, ", ")+`)
+	return db.prepared(ctx, `WITH v(id, n, last_us, add_s) AS (VALUES `+strings.Join(vals, ", ")+`)
 UPDATE grains SET retrieval_count = retrieval_count + v.n,
   last_retrieved_us = CASE WHEN last_retrieved_us < v.last_us THEN v.last_us ELSE last_retrieved_us END,
   salience = CASE WHEN salience + v.add_s > 1 THEN 1 ELSE salience + v.add_s END
 FROM v WHERE grains.id = v.id`)
-	if err != nil {
-		return nil, err
-	}
-	db.retrieval.stmt = stmt
-	return stmt, nil
 }
 
 // recordRetrievalsEach is RecordRetrievals on PostgreSQL. The statistics

@@ -115,11 +115,13 @@ func countFresh(fresh []*GrainRow) counter {
 // grain, or an earlier row of the batch, is not stored: its slot gets the
 // existing hash. The rows' Tags are stored with them.
 //
-// The caller may still be sealing the rows: when ready is not nil, a row's
-// Hash and Blob are read only after ready(i) returns nil. On PostgreSQL the
-// transaction's first statements, and the insert of earlier rows, overlap
-// the sealing of later ones.
-func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow, ready func(i int) error) ([]string, error) {
+// The caller may still be building the rows: when p is not nil, a row's
+// Hash and Blob are read only after p.Ready(i) returns nil, and the rows'
+// search fields (Terms, DocLen, Dim) only after p.Indexed does. On
+// PostgreSQL the transaction's first statements, and the insert of earlier
+// rows, overlap the sealing of later ones; on both stores the insert of the
+// grains overlaps the computing of their search terms.
+func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow, p Pending) ([]string, error) {
 	var out []string
 	// A concurrent writer of the same content can win the unique index
 	// between our read and our insert: retry, and the read finds its row.
@@ -128,18 +130,18 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow,
 		if db.dialect == Postgres {
 			err = db.pgTx(ctx, func(tx pgx.Tx) error {
 				var err error
-				out, err = insertGrainsPG(ctx, tx, db.grainSeq, memory, rows, ready)
+				out, err = insertGrainsPG(ctx, tx, db.grainSeq, memory, rows, p)
 				return translatePG(err, "insert grains")
 			})
 		} else {
-			for i := 0; ready != nil && i < len(rows); i++ {
-				if err := ready(i); err != nil {
+			for i := 0; p != nil && i < len(rows); i++ {
+				if err := p.Ready(i); err != nil {
 					return nil, err
 				}
 			}
 			err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 				var err error
-				out, err = insertGrains(tx, db.dialect, memory, rows)
+				out, err = db.insertGrains(tx, memory, rows, p)
 				return err
 			})
 		}
@@ -150,6 +152,22 @@ func (db *DB) InsertGrains(ctx context.Context, memory string, rows []*GrainRow,
 			return out, translate(err, "insert grains")
 		}
 	}
+}
+
+// Pending is a batch of rows still being built (see InsertGrains).
+type Pending interface {
+	// Ready returns once row i's Hash and Blob are set.
+	Ready(i int) error
+	// Indexed returns once every row's search fields are set.
+	Indexed() error
+}
+
+// indexed waits for p's search fields, if p is not nil.
+func indexed(p Pending) error {
+	if p == nil {
+		return nil
+	}
+	return p.Indexed()
 }
 
 func dedupKey(scope string, tok []byte) string { return scope + "\x00" + string(tok) }
@@ -231,12 +249,12 @@ func sortHits(rows []*GrainRow, found []dedupHit, live func(ids []int64) ([]int6
 	return existing, dead, nil
 }
 
-func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]string, error) {
+func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pending) ([]string, error) {
 	ids, err := chainIDs(rows)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLive(tx, dialect, memory, ids); err != nil {
+	if err := checkLive(tx, db.dialect, memory, ids); err != nil {
 		return nil, err
 	}
 	toks := make([][]byte, 0, len(rows))
@@ -293,7 +311,10 @@ func insertGrains(tx *gorm.DB, dialect, memory string, rows []*GrainRow) ([]stri
 			return nil, translate(err, "insert tags")
 		}
 	}
-	if err := insertSearch(tx, memory, fresh); err != nil {
+	if err := indexed(p); err != nil {
+		return nil, err
+	}
+	if err := db.insertSearch(tx, memory, fresh); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -900,7 +921,7 @@ func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *Grain
 					Hint: "supersede the newest version; see its history"}
 			}
 		}
-		out, err := insertGrains(tx, db.dialect, memory, []*GrainRow{next})
+		out, err := db.insertGrains(tx, memory, []*GrainRow{next}, nil)
 		if err != nil {
 			return err
 		}

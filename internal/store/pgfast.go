@@ -52,9 +52,9 @@ var grainColumns = []string{"id", "hash", "memory", "type", "namespace", "scope"
 
 // insertGrainsPG is insertGrains over pgx: one dedup read, ids reserved
 // from seq (the grains id sequence), then COPY of grains and tags. Rows'
-// Hash and Blob may still be in the making: ready(i), when not nil,
-// returns once row i is complete.
-func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*GrainRow, ready func(int) error) ([]string, error) {
+// Hash, Blob and search fields may still be in the making (see
+// InsertGrains).
+func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*GrainRow, p Pending) ([]string, error) {
 	keyIDs, err := chainIDs(rows)
 	if err != nil {
 		return nil, err
@@ -161,8 +161,8 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 		r := rows[i]
 		r.ID = ids[k]
 		k++
-		if ready != nil {
-			if err := ready(i); err != nil {
+		if p != nil {
+			if err := p.Ready(i); err != nil {
 				return nil, err
 			}
 		}
@@ -184,6 +184,9 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_tags"}, []string{"grain_id", "token", "memory"}, pgx.CopyFromRows(tags)); err != nil {
 			return nil, err
 		}
+	}
+	if err := indexed(p); err != nil {
+		return nil, err
 	}
 	if err := insertSearchPG(ctx, tx, memory, stored); err != nil {
 		return nil, err

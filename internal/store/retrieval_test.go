@@ -35,7 +35,7 @@ func TestRetrievalsFollowTheRule(t *testing.T) {
 			}
 			rows[i], hashes[i] = r, r.Hash
 		}
-		if _, err := db.InsertGrains(ctx, f.memory, rows, func(int) error { return nil }); err != nil {
+		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
 			t.Fatal(err)
 		}
 		read := func() map[string]OpRow {

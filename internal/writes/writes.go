@@ -20,7 +20,7 @@ import (
 
 // Store is what a Writer needs of the store. *store.DB implements it.
 type Store interface {
-	InsertGrains(ctx context.Context, memory string, rows []*store.GrainRow, ready func(i int) error) ([]string, error)
+	InsertGrains(ctx context.Context, memory string, rows []*store.GrainRow, p store.Pending) ([]string, error)
 	Supersede(ctx context.Context, memory, oldHash string, next *store.GrainRow, evs []store.Event) error
 	SuccessorErased(ctx context.Context, memory, hash string) (bool, error)
 }
@@ -163,7 +163,7 @@ func (w *Writer) insertBatch(ctx context.Context, batch []grains.Grain) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	hs, err := w.cfg.Store.InsertGrains(ctx, batch[0].Memory, s.Rows, s.Ready)
+	hs, err := w.cfg.Store.InsertGrains(ctx, batch[0].Memory, s.Rows, s)
 	if serr := s.Wait(); err == nil && serr != nil {
 		hs, err = nil, serr
 	}
