@@ -18,12 +18,18 @@ import (
 // changes them (the 100,000 case takes minutes to fill).
 var searchSizes = flag.String("search.sizes", "1000,10000,100000", "store sizes of the search benchmarks")
 
-func sizes(b *testing.B) []int {
+// costSizes are the fills of BenchmarkSearchTextWriteCost; -search.cost-sizes
+// changes them (multiples of 10,000).
+var costSizes = flag.String("search.cost-sizes", "20000,100000", "fills of the write-cost benchmark")
+
+func sizes(b *testing.B) []int { return parseSizes(b, "search.sizes", *searchSizes) }
+
+func parseSizes(b *testing.B, name, list string) []int {
 	var out []int
-	for _, f := range strings.Split(*searchSizes, ",") {
+	for _, f := range strings.Split(list, ",") {
 		var n int
 		if _, err := fmt.Sscan(f, &n); err != nil {
-			b.Fatalf("-search.sizes: %v", err)
+			b.Fatalf("-%s: %v", name, err)
 		}
 		out = append(out, n)
 	}
@@ -132,12 +138,13 @@ func BenchmarkSearchText(b *testing.B) {
 
 // BenchmarkSearchTextWriteCost fills two SQLite stores with the same
 // corpus in batches of 1,000, one with the text index and one without,
-// 5,000 grains to one then to the other, up to 20,000 and 100,000 grains;
+// 5,000 grains to one then to the other, up to 20,000 and 100,000 grains
+// (-search.cost-sizes);
 // it reports both throughputs and the cost of the index over the whole
 // fill (cost-%) and over its last 10,000 grains (end-cost-%: the cost at
 // that size).
 func BenchmarkSearchTextWriteCost(b *testing.B) {
-	for _, n := range []int{20000, 100000} {
+	for _, n := range parseSizes(b, "search.cost-sizes", *costSizes) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				with := openBench(b, lethe.Config{DataDir: b.TempDir()})

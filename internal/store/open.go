@@ -66,6 +66,10 @@ func OpenDatabase(ctx context.Context, d Database) (*gorm.DB, error) {
 	if err != nil {
 		return nil, translate(err, "open database")
 	}
+	if p, ok := g.ConnPool.(*gorm.PreparedStmtDB); ok && d.Dialect == SQLite && d.MaxOpenConns == 0 {
+		pool := &stmtPool{p}
+		g.ConnPool, g.Statement.ConnPool = pool, pool
+	}
 	if d.MaxOpenConns > 0 {
 		sqlDB.SetMaxOpenConns(d.MaxOpenConns)
 		sqlDB.SetMaxIdleConns(d.MaxOpenConns)

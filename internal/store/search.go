@@ -247,14 +247,8 @@ func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error
 }
 
 // insertRows inserts rows with stmt ("INSERT INTO t (columns) VALUES ")
-// in multi-row statements. On SQLite each statement is prepared once per
-// connection (see DB.prepared): preparing one of these statements cost
-// about a third of running it.
+// in multi-row statements.
 func (db *DB) insertRows(tx *gorm.DB, stmt string, rows [][]any) error {
-	var sqlTx *sql.Tx
-	if db.dialect != Postgres {
-		sqlTx = underTx(tx)
-	}
 	for i := 0; i < len(rows); i += chunk / 6 {
 		part := rows[i:min(i+chunk/6, len(rows))]
 		var b strings.Builder
@@ -269,18 +263,7 @@ func (db *DB) insertRows(tx *gorm.DB, stmt string, rows [][]any) error {
 		}
 		// Not through gorm's statement building, which splits a token
 		// following a parenthesis into one parameter per byte.
-		q := db.rebind(b.String())
-		ctx := tx.Statement.Context
-		var err error
-		if sqlTx != nil {
-			var st *sql.Stmt
-			if st, err = db.prepared(ctx, q); err == nil {
-				_, err = sqlTx.StmtContext(ctx, st).ExecContext(ctx, args...)
-			}
-		} else {
-			_, err = tx.Statement.ConnPool.ExecContext(ctx, q, args...)
-		}
-		if err != nil {
+		if _, err := tx.Statement.ConnPool.ExecContext(tx.Statement.Context, db.rebind(b.String()), args...); err != nil {
 			return translate(err, "insert search index")
 		}
 	}

@@ -81,12 +81,6 @@ type DB struct {
 	// insertSearch.
 	tail postingTail
 
-	// stmts holds the statements prepared outside gorm (see prepared).
-	stmts struct {
-		mu sync.Mutex
-		m  map[string]*sql.Stmt
-	}
-
 	// bg is the work the store runs in the background on the database (an
 	// ANALYZE after inserts, a VACUUM after a forget): Close cancels it
 	// and waits for it, so that no connection outlives Close.
@@ -154,12 +148,9 @@ func (db *DB) Close() error {
 	db.bg.mu.Unlock()
 	db.bg.cancel()
 	db.bg.wg.Wait()
-	db.stmts.mu.Lock()
-	for _, st := range db.stmts.m {
-		st.Close()
+	if p, ok := db.gorm.ConnPool.(*stmtPool); ok {
+		p.Close() // the prepared statements
 	}
-	db.stmts.m = nil
-	db.stmts.mu.Unlock()
 	if db.dialect == SQLite {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		if err := db.checkpoint(ctx); err != nil {
@@ -422,49 +413,6 @@ func (db *DB) analyzeIfStale(ctx context.Context) error {
 		return nil
 	}
 	return db.analyze(ctx)
-}
-
-// prepared returns query prepared on the database, not in a transaction,
-// once: a transaction runs it through tx.StmtContext, which reuses what
-// its connection prepared before. gorm's statement cache prepares a
-// statement first met in a transaction in that transaction, and
-// database/sql prepares such a statement again in every later
-// transaction (and closes it at the end): for the statements of every
-// write, preparing cost as much as a third of running them. The number of
-// distinct queries is bounded by the callers (a few shapes, and multi-row
-// inserts of up to chunk/6 rows).
-func (db *DB) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
-	db.stmts.mu.Lock()
-	defer db.stmts.mu.Unlock()
-	if st := db.stmts.m[query]; st != nil {
-		return st, nil
-	}
-	sqlDB, err := db.gorm.DB()
-	if err != nil {
-		return nil, err
-	}
-	st, err := sqlDB.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if db.stmts.m == nil {
-		db.stmts.m = map[string]*sql.Stmt{}
-	}
-	db.stmts.m[query] = st
-	return st, nil
-}
-
-// underTx returns the database/sql transaction under a gorm transaction,
-// or nil.
-func underTx(tx *gorm.DB) *sql.Tx {
-	switch p := tx.Statement.ConnPool.(type) {
-	case *sql.Tx:
-		return p
-	case *gorm.PreparedStmtTX:
-		t, _ := p.Tx.(*sql.Tx)
-		return t
-	}
-	return nil
 }
 
 // noteInserted counts inserted rows and refreshes the planner's statistics
