@@ -52,9 +52,15 @@ func OpenDatabase(ctx context.Context, d Database) (*gorm.DB, error) {
 	default:
 		return nil, fmt.Errorf("store: unknown dialect %q", d.Dialect)
 	}
+	cached := d.Dialect == SQLite && d.MaxOpenConns == 0 // see stmtPool
+	var maxStmts int
+	if cached {
+		maxStmts = stmtCacheSize
+	}
 	g, err := gorm.Open(dial, &gorm.Config{
 		TranslateError:         true,
 		PrepareStmt:            true,
+		PrepareStmtMaxSize:     maxStmts,
 		SkipDefaultTransaction: true,
 		Logger:                 logger.Discard,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
@@ -66,7 +72,7 @@ func OpenDatabase(ctx context.Context, d Database) (*gorm.DB, error) {
 	if err != nil {
 		return nil, translate(err, "open database")
 	}
-	if p, ok := g.ConnPool.(*gorm.PreparedStmtDB); ok && d.Dialect == SQLite && d.MaxOpenConns == 0 {
+	if p, ok := g.ConnPool.(*gorm.PreparedStmtDB); ok && cached {
 		pool := &stmtPool{p}
 		g.ConnPool, g.Statement.ConnPool = pool, pool
 	}

@@ -24,7 +24,19 @@ import (
 // Preparing on the database takes a connection of the pool while the
 // transaction holds one: it is used only where the pool has no bound
 // (SQLite's store), never where a full pool would wait for itself.
+//
+// A statement stays prepared on each connection it ran on until gorm's
+// cache evicts it: the cache keeps the stmtCacheSize statements used last.
 type stmtPool struct{ *gorm.PreparedStmtDB }
+
+// stmtCacheSize bounds the statements a stmtPool keeps prepared. A
+// transaction's statements used to be closed with it; kept, they cost
+// memory: a 450-row insert of 20 columns holds about 0.9 MB of SQLite's
+// memory on each connection it ran on (measured with go-sqlite3, 100 such
+// statements). A batch runs about twenty distinct statements, its
+// full-chunk inserts the same every time and its remainders new ones: the
+// cache keeps the first and lets the others go.
+const stmtCacheSize = 64
 
 // BeginTx implements gorm.ConnPoolBeginner.
 func (p *stmtPool) BeginTx(ctx context.Context, opt *sql.TxOptions) (gorm.ConnPool, error) {
