@@ -131,13 +131,14 @@ func TestVectorSearch(t *testing.T) {
 }
 
 // postingsSQL selects the value of every postings block of a store on
-// backend: on SQLite the recent blocks are in posting_tail (see
+// backend: on SQLite the recent blocks are in the tail's tables,
+// posting_mid and posting_tail (see
 // store.DB.insertSearch).
 func postingsSQL(backend string) string {
 	if backend == "postgres" {
 		return "SELECT posts FROM grain_postings"
 	}
-	return "SELECT posts FROM grain_postings UNION ALL SELECT posts FROM posting_tail"
+	return "SELECT posts FROM grain_postings UNION ALL SELECT posts FROM posting_mid UNION ALL SELECT posts FROM posting_tail"
 }
 
 // storeHandle opens a second connection to a store's database, for

@@ -76,7 +76,9 @@ func migrateSearch(g *gorm.DB, dialect string) error {
 	} else {
 		// The recent postings blocks, merged into grain_postings in bulk
 		// (see insertSearch).
-		stmts = append(stmts, strings.Replace(postings, "grain_postings", "posting_tail", 1))
+		for _, t := range tailTables {
+			stmts = append(stmts, strings.Replace(postings, "grain_postings", t, 1))
+		}
 	}
 	for _, stmt := range stmts {
 		if err := g.Exec(stmt).Error; err != nil {
@@ -214,29 +216,41 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 // insertSearch stores the postings blocks and document rows of stored
 // grains in tx.
 //
-// On SQLite the blocks go to posting_tail, a table like grain_postings that
-// holds the blocks of the last few batches, and the insert that brings the
-// tail to tailMax rows moves it into grain_postings in one ordered pass.
-// A batch's blocks are one per distinct term, each at a random place of the
-// (token, block) order: inserted straight into grain_postings, a batch of
-// 1,000 grains dirtied most of its leaf pages (every page of it at 20,000
-// grains, 3,800 of 5,000 at 100,000), each written to the log at commit.
-// Into the small tail it dirties at most the tail's pages, and the merge
-// writes each page of grain_postings once for several batches. Readers
-// read both tables (PostingBlocks, rewrite). PostgreSQL has no tail.
+// On SQLite the blocks go to the text index's tail (tailTables), tables
+// like grain_postings that hold the blocks of the last batches: the insert
+// that brings posting_tail to its size moves it into posting_mid in one
+// ordered pass, and the one that brings posting_mid to tailRatio times that
+// moves it into grain_postings. A batch's blocks are one per distinct term,
+// each at a random place of the (token, block) order: inserted straight
+// into grain_postings, a batch of 1,000 grains dirtied most of its leaf
+// pages (every page of it at 20,000 grains, 3,800 of 5,000 at 100,000),
+// each written to the log at commit. Into the small tail a batch dirties at
+// most the tail's pages, and a merge writes each page of the next table
+// once for several batches; with one level only, a merge at 1,000,000 grains
+// rewrote most of grain_postings every eight batches. Readers read every
+// table (PostingBlocks, rewrite). PostgreSQL has no tail.
 func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error {
 	terms, docs := searchRows(memory, stored)
 	if db.dialect != Postgres && len(terms) > 0 {
-		if err := db.insertRows(tx, "INSERT INTO posting_tail (token, block, posts) VALUES ", terms); err != nil {
+		if err := db.insertRows(tx, "INSERT INTO "+tailTables[0]+" (token, block, posts) VALUES ", terms); err != nil {
 			return err
 		}
-		if db.tail.rows.Add(int64(len(terms))) >= db.tail.limit() {
-			if err := mergeTail(tx); err != nil {
+		n := int64(len(terms))
+		for i, from := range tailTables {
+			if db.tail.rows[i].Add(n) < db.tail.limit(i) {
+				break
+			}
+			to := "grain_postings"
+			if i+1 < len(tailTables) {
+				to = tailTables[i+1]
+			}
+			var err error
+			if n, err = mergePostings(tx, from, to); err != nil {
 				return err
 			}
 			// Counted by this process: another process's rows, or a
 			// rolled-back merge, only move the next merge.
-			db.tail.rows.Store(0)
+			db.tail.rows[i].Store(0)
 		}
 		terms = nil
 	}
@@ -270,49 +284,76 @@ func (db *DB) insertRows(tx *gorm.DB, stmt string, rows [][]any) error {
 	return nil
 }
 
-// postingTail counts the rows of posting_tail (SQLite; see insertSearch).
+// tailTables are the levels of the text index's tail on SQLite, newest
+// first (see insertSearch).
+var tailTables = [...]string{"posting_tail", "posting_mid"}
+
+// postingTables returns the tables that hold postings blocks on dialect.
+func postingTables(dialect string) []string {
+	if dialect == Postgres {
+		return []string{"grain_postings"}
+	}
+	return append([]string{"grain_postings"}, tailTables[:]...)
+}
+
+// postingTail counts the rows of the tail's levels (SQLite; see
+// insertSearch).
 type postingTail struct {
-	rows atomic.Int64 // appended since the last merge, as this process counted them
-	max  atomic.Int64 // the rows from which an insert merges; 0: tailMax
+	rows [len(tailTables)]atomic.Int64 // appended since the level's last merge, as this process counted them
+	max  atomic.Int64                  // posting_tail's size; 0: tailMax
 }
 
 // tailMax is the size of posting_tail from which an insert merges it into
-// grain_postings: about eight batches of 1,000 grains of a dozen words.
-const tailMax = 32768
+// posting_mid: about eight batches of 1,000 grains of a dozen words.
+// posting_mid's is tailRatio times larger.
+const (
+	tailMax   = 32768
+	tailRatio = 8
+)
 
-func (t *postingTail) limit() int64 {
-	if n := t.max.Load(); n > 0 {
-		return n
+// limit returns the size of the tail's level from which an insert merges
+// it into the next table.
+func (t *postingTail) limit(level int) int64 {
+	n := t.max.Load()
+	if n <= 0 {
+		n = tailMax
 	}
-	return tailMax
+	for range level {
+		n *= tailRatio
+	}
+	return n
 }
 
 // SetTailMax sets the size of posting_tail from which an insert merges it
-// (0: the default), for tests that exercise the merge with little data.
+// (0: the default; posting_mid's follows), for tests that exercise the
+// merges with little data.
 func (db *DB) SetTailMax(n int64) { db.tail.max.Store(n) }
 
-// countTail reads the size of posting_tail when the store opens.
+// countTail reads the size of the tail's levels when the store opens.
 func (db *DB) countTail(ctx context.Context) error {
 	if db.dialect == Postgres {
 		return nil
 	}
-	var n int64
-	if err := db.gorm.WithContext(ctx).Raw("SELECT COUNT(*) FROM posting_tail").Scan(&n).Error; err != nil {
-		return translate(err, "count postings")
+	for i, t := range tailTables {
+		var n int64
+		if err := db.gorm.WithContext(ctx).Raw("SELECT COUNT(*) FROM " + t).Scan(&n).Error; err != nil {
+			return translate(err, "count postings")
+		}
+		db.tail.rows[i].Store(n)
 	}
-	db.tail.rows.Store(n)
 	return nil
 }
 
-// mergeTail moves posting_tail's blocks into grain_postings, in key order.
-// A block is in one of the two tables, never both: its key is new when it
-// is inserted (its block id is its batch's first grain id), and only a
-// merge moves it.
-func mergeTail(tx *gorm.DB) error {
-	if err := tx.Exec("INSERT INTO grain_postings (token, block, posts) SELECT token, block, posts FROM posting_tail ORDER BY token, block").Error; err != nil {
-		return translate(err, "merge postings")
+// mergePostings moves the blocks of table from into table to, in key
+// order, and returns how many it moved. A block is in one table, never
+// two: its key is new when it is inserted (its block id is its batch's
+// first grain id), and only a merge moves it.
+func mergePostings(tx *gorm.DB, from, to string) (int64, error) {
+	res := tx.Exec("INSERT INTO " + to + " (token, block, posts) SELECT token, block, posts FROM " + from + " ORDER BY token, block")
+	if res.Error != nil {
+		return 0, translate(res.Error, "merge postings")
 	}
-	return translate(tx.Exec("DELETE FROM posting_tail").Error, "merge postings")
+	return res.RowsAffected, translate(tx.Exec("DELETE FROM "+from).Error, "merge postings")
 }
 
 // insertSearchPG is insertSearch in a pgx transaction.
@@ -478,10 +519,7 @@ func (g *goneSet) rewrite(ctx context.Context, r runner) error {
 		}
 		return cmp.Compare(a.block, b.block)
 	})
-	tables := []string{"grain_postings"}
-	if r.dialect() != Postgres {
-		tables = append(tables, "posting_tail")
-	}
+	tables := postingTables(r.dialect())
 	for _, k := range g.keys {
 		var v []byte
 		var table string
@@ -579,14 +617,16 @@ func (db *DB) PostingBlocks(ctx context.Context, toks [][]byte) ([]search.Block,
 	var out []search.Block
 	for i := 0; i < len(toks); i += chunk {
 		part := toks[i:min(i+chunk, len(toks))]
+		// One statement, one snapshot: a merge moves blocks from one
+		// table to another in one transaction.
 		in := "token IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
-		q, args := "SELECT token, posts FROM grain_postings WHERE "+in, anys(part)
-		if db.dialect != Postgres {
-			// One statement, one snapshot: a merge moves blocks from the
-			// tail to grain_postings in one transaction.
-			q += " UNION ALL SELECT token, posts FROM posting_tail WHERE " + in
-			args = append(args, args...)
+		var selects []string
+		var args []any
+		for _, t := range postingTables(db.dialect) {
+			selects = append(selects, "SELECT token, posts FROM "+t+" WHERE "+in)
+			args = append(args, anys(part)...)
 		}
+		q := strings.Join(selects, " UNION ALL ")
 		rows, err := db.gorm.ConnPool.QueryContext(ctx, db.rebind(q), args...)
 		if err != nil {
 			return nil, translate(err, "read postings")
