@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -180,14 +179,17 @@ func (s *Sealer) Start(ctx context.Context, batch []grains.Grain) (*Batch, error
 		b.done[i] = make(chan struct{})
 	}
 	b.g, b.ctx = errgroup.WithContext(ctx)
+	// One core fewer computes the search fields than sealed, leaving one to
+	// the store's transaction (a goroutine waiting for its rows would
+	// otherwise wait for a time slice). The last indexer to finish closes
+	// b.indexed; one that fails returns early and cancels b.ctx, so that
+	// Indexed returns its error instead.
 	indexers := max(1, workers-1)
-	var indexing sync.WaitGroup
-	var complete atomic.Int32
-	indexing.Add(workers)
+	var left atomic.Int32
+	left.Store(int32(indexers))
 	for w := range workers {
 		// Interleaved, so rows are ready roughly in the order they stream.
 		b.g.Go(func() error {
-			defer indexing.Done()
 			for i := w; i < n; i += workers {
 				if err := b.ctx.Err(); err != nil {
 					return err
@@ -195,11 +197,7 @@ func (s *Sealer) Start(ctx context.Context, batch []grains.Grain) (*Batch, error
 				sealRow(rows[i], chains[i], &batch[i], payloads[i])
 				close(b.done[i])
 			}
-			// One core fewer computes the search fields than sealed,
-			// leaving one to the store's transaction (a goroutine waiting
-			// for its rows would otherwise wait for a time slice).
 			if w >= indexers {
-				complete.Add(1)
 				return nil
 			}
 			index := s.indexer()
@@ -209,18 +207,12 @@ func (s *Sealer) Start(ctx context.Context, batch []grains.Grain) (*Batch, error
 				}
 				index(rows[i], chains[i], &batch[i])
 			}
-			complete.Add(1)
+			if left.Add(-1) == 0 {
+				close(b.indexed)
+			}
 			return nil
 		})
 	}
-	go func() {
-		// A worker that stopped early failed, and cancelled b.ctx:
-		// Indexed returns its error.
-		indexing.Wait()
-		if complete.Load() == int32(workers) {
-			close(b.indexed)
-		}
-	}()
 	return b, nil
 }
 
