@@ -462,56 +462,42 @@ func (db *DB) RecordRetrievals(ctx context.Context, rs []Retrieval, bump float64
 	// a join would lock rows in the plan's order, and two instances
 	// flushing at once could deadlock. SQLite has one writer.)
 	//
-	// The statement is prepared once per connection, outside gorm: gorm
-	// prepares a statement again in every transaction, and preparing this
-	// one cost more than running it. A short chunk is padded with rows that
-	// match no grain (ids start at 1).
-	stmt, err := db.retrievalStmt(ctx)
-	if err != nil {
-		return translate(err, "record retrievals")
-	}
-	sqlDB, err := db.gorm.DB()
-	if err != nil {
-		return translate(err, "record retrievals")
-	}
-	tx, err := sqlDB.BeginTx(ctx, nil)
-	if err != nil {
-		return translate(err, "record retrievals")
-	}
-	defer tx.Rollback()
-	st := tx.StmtContext(ctx, stmt)
+	// The statement is the same for every chunk (a short chunk is padded
+	// with rows that match no grain: ids start at 1), so it is prepared once
+	// per connection (stmtPool): preparing it cost more than running it.
 	args := make([]any, 0, 4*retrievalChunk)
-	for i := 0; i < len(rs); i += retrievalChunk {
-		args = args[:0]
-		for _, r := range rs[i:min(i+retrievalChunk, len(rs))] {
-			args = append(args, r.ID, r.Count, r.LastUS, bump*float64(r.Count))
+	return translate(db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i := 0; i < len(rs); i += retrievalChunk {
+			args = args[:0]
+			for _, r := range rs[i:min(i+retrievalChunk, len(rs))] {
+				args = append(args, r.ID, r.Count, r.LastUS, bump*float64(r.Count))
+			}
+			for len(args) < cap(args) {
+				args = append(args, 0, 0, 0, 0.0)
+			}
+			if _, err := tx.Statement.ConnPool.ExecContext(ctx, retrievalSQL, args...); err != nil {
+				return err
+			}
 		}
-		for len(args) < cap(args) {
-			args = append(args, 0, 0, 0, 0.0)
-		}
-		if _, err := st.ExecContext(ctx, args...); err != nil {
-			return translate(err, "record retrievals")
-		}
-	}
-	return translate(tx.Commit(), "record retrievals")
+		return nil
+	}), "record retrievals")
 }
 
 // retrievalChunk is the number of grains one retrieval update joins.
 const retrievalChunk = chunk / 4
 
-// retrievalStmt returns the SQLite statement that records the retrievals
-// of retrievalChunk grains, prepared on first use.
-func (db *DB) retrievalStmt(ctx context.Context) (*sql.Stmt, error) {
+// retrievalSQL records the retrievals of retrievalChunk grains (SQLite).
+var retrievalSQL = func() string {
 	vals := make([]string, retrievalChunk)
 	for j := range vals {
 		vals[j] = "(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS DOUBLE PRECISION))"
 	}
-	return db.prepared(ctx, `WITH v(id, n, last_us, add_s) AS (VALUES `+strings.Join(vals, ", ")+`)
+	return `WITH v(id, n, last_us, add_s) AS (VALUES ` + strings.Join(vals, ", ") + `)
 UPDATE grains SET retrieval_count = retrieval_count + v.n,
   last_retrieved_us = CASE WHEN last_retrieved_us < v.last_us THEN v.last_us ELSE last_retrieved_us END,
   salience = CASE WHEN salience + v.add_s > 1 THEN 1 ELSE salience + v.add_s END
-FROM v WHERE grains.id = v.id`)
-}
+FROM v WHERE grains.id = v.id`
+}()
 
 // recordRetrievalsEach is RecordRetrievals on PostgreSQL. The statistics
 // writer must never hold up, or deadlock with, a transaction that changes

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 
 	"gorm.io/gorm"
 )
@@ -110,15 +109,4 @@ func (t *stmtTx) QueryRowContext(ctx context.Context, query string, args ...any)
 		return t.tx.QueryRowContext(ctx, query, args...)
 	}
 	return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
-}
-
-// prepared returns query prepared on the database once (SQLite), for a
-// caller that runs it in its own database/sql transaction through
-// Tx.StmtContext.
-func (db *DB) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
-	p, ok := db.gorm.ConnPool.(*stmtPool)
-	if !ok {
-		return nil, errors.New("store: no statement cache")
-	}
-	return p.stmt(ctx, query)
 }
