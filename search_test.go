@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,15 +131,17 @@ func TestVectorSearch(t *testing.T) {
 	})
 }
 
+// sqlitePostings are the tables of the text index's blocks on SQLite: the
+// recent blocks are in the tail's tables (see store.DB.insertSearch).
+var sqlitePostings = []string{"grain_postings", "posting_mid", "posting_tail"}
+
 // postingsSQL selects the value of every postings block of a store on
-// backend: on SQLite the recent blocks are in the tail's tables,
-// posting_mid and posting_tail (see
-// store.DB.insertSearch).
+// backend.
 func postingsSQL(backend string) string {
 	if backend == "postgres" {
 		return "SELECT posts FROM grain_postings"
 	}
-	return "SELECT posts FROM grain_postings UNION ALL SELECT posts FROM posting_mid UNION ALL SELECT posts FROM posting_tail"
+	return "SELECT posts FROM " + strings.Join(sqlitePostings, " UNION ALL SELECT posts FROM ")
 }
 
 // storeHandle opens a second connection to a store's database, for

@@ -42,7 +42,7 @@ func TestTextIndexModel(t *testing.T) {
 				rt.Repeat(rapid.StateMachineActions(m))
 			})
 			if b == "sqlite" {
-				for _, table := range []string{"grain_postings", "posting_mid", "posting_tail"} {
+				for _, table := range sqlitePostings {
 					if !h.held[table] {
 						t.Errorf("%s never held a block: the merges were not exercised", table)
 					}
@@ -140,15 +140,14 @@ func (m *textModel) Check(t *rapid.T) {
 	}
 	// The raw tables: no block in both, postings of exactly the grains
 	// that have terms (all memories: the sequences share the store).
-	tables := []string{"grain_postings", "posting_mid", "posting_tail"}
 	if m.h.held == nil {
 		m.h.held = map[string]bool{}
 	}
-	for i, a := range tables {
+	for i, a := range sqlitePostings {
 		if len(m.h.raw("SELECT token FROM "+a+" LIMIT 1")) > 0 {
 			m.h.held[a] = true
 		}
-		for _, b := range tables[i+1:] {
+		for _, b := range sqlitePostings[i+1:] {
 			both := m.h.raw("SELECT a.token FROM " + a + " a JOIN " + b + " b ON b.token = a.token AND b.block = a.block")
 			if len(both) > 0 {
 				t.Fatalf("%d blocks are both in %s and in %s", len(both), a, b)
