@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -566,12 +567,13 @@ func (f *Filter) resolve(tx *gorm.DB) error {
 //     key ids, the scopes under a prefix) gets one branch, reading its
 //     index backwards, newest first, and stopping at the limit, since a
 //     value's entries are in id order (see GrainRow). A recall reads at
-//     most limit rows per value however many rows match, where one IN list
-//     would read every match and sort them. The branches select ids; the
-//     page's rows are read by id. On SQLite a branch is spelled out per
-//     value (sqliteBranches); on PostgreSQL the values are one array
-//     parameter read behind LATERAL, one statement for any number of
-//     them (pgBranches).
+//     most limit rows per value however many rows match (on SQLite, about
+//     limit in all), where one IN list would read every match and sort
+//     them. The branches select ids; the page's rows are read by id. On
+//     SQLite a branch is spelled out per value and the branches merged
+//     (sqliteBranches); on PostgreSQL the values are one array parameter
+//     read behind LATERAL, one statement for any number of them
+//     (pgBranches).
 //   - SQLite is told the index (INDEXED BY). PostgreSQL cannot be told, so
 //     a branch leaves it no other index that gives its order (see
 //     pgBranches), and the rows are read by id behind LATERAL and OFFSET
@@ -611,52 +613,103 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 	}
 	cond, args := db.whereSQLSkip(f, d, "g.")
 	if db.dialect == SQLite {
-		return sqliteBranches(f, d, index, col, vals, cond, args, limit)
+		return sqliteBranches(d, index, col, vals, cond, args, limit)
 	}
 	return db.pgBranches(f, d, col, vals, cond, args, limit)
 }
 
 // sqliteBranches is findQuery's statement on SQLite for driver d: one
-// branch per value, each told its index, in a MATERIALIZED CTE (SQLite
-// would otherwise push the join and the sort into every branch and merge
-// them). The parameters are numbered (?N), so that the conditions beside
-// the driver's are bound once, not once per branch: every bind is a cgo
-// call.
-func sqliteBranches(f *Filter, d int, index, col string, vals any, cond string, args []any, limit string) (string, []any) {
-	cond = numbered(cond, 1) // ?1 is the memory
+// branch per value, each told its index, joined by UNION ALL under one
+// ORDER BY id DESC and the limit. SQLite answers that by merging the
+// branches (each a co-routine reading its index newest first, no sort), and
+// the merge stops at the limit: a recall reads about limit index entries in
+// all, not limit per value. The page's rows are then read by id. (A
+// materialized CTE of branches each with its own limit read up to limit
+// rows per value: 8 scopes, 80 rows, and a recall by tag cost a third
+// more; docs/performance.md.) The parameters are numbered (?N), so that
+// the conditions beside the driver's are bound once, not once per branch:
+// every bind is a cgo call. The statement's text depends only on its shape
+// and is kept (sqliteShapes): building it was a tenth of a recall's CPU.
+func sqliteBranches(d int, index, col string, vals any, cond string, args []any, limit string) (string, []any) {
 	values := anysOf(vals)
 	all := append(args, values...)
+	n := len(values)
+	if n > maxBranches {
+		n = -n // one IN list of n values
+	}
+	shape := branchShape{d: d, n: n, cond: cond, limit: limit}
+	if q, ok := sqliteShapes.get(shape); ok {
+		return q, all
+	}
+	cond = numbered(cond, 1) // ?1 is the memory
 	var b strings.Builder
-	n := 0
 	branch := func(eq string) {
-		if n++; n > 1 {
+		if b.Len() > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		b.WriteString("SELECT id FROM (")
 		if d == driveTag {
-			b.WriteString("SELECT g.id FROM grain_tags AS t INDEXED BY " + index + " CROSS JOIN grains AS g WHERE g.id = t.grain_id AND t.token " +
-				eq + " AND " + cond + " ORDER BY t.grain_id DESC")
+			b.WriteString("SELECT t.grain_id AS id FROM grain_tags AS t INDEXED BY " + index +
+				" CROSS JOIN grains AS g WHERE g.id = t.grain_id AND t.token " + eq + " AND " + cond)
 		} else {
-			b.WriteString("SELECT g.id FROM grains AS g INDEXED BY " + index + " WHERE g." + col + " " + eq + " AND " + cond + " ORDER BY g.id DESC")
+			b.WriteString("SELECT g.id AS id FROM grains AS g INDEXED BY " + index + " WHERE g." + col + " " + eq + " AND " + cond)
 		}
-		b.WriteString(limit)
-		b.WriteString(") AS b")
-		b.WriteString(strconv.Itoa(n))
 	}
-	// The branches are disjoint, and UNION ALL need not sort them to
-	// drop duplicates: a row has one token per field (the values are one
-	// per scope, and a row is in one scope), one key, one scope, and no
-	// tag token twice. The values themselves are distinct.
-	if len(values) <= maxBranches {
+	// The branches are disjoint, and UNION ALL need not drop duplicates: a
+	// row has one token per field (the values are one per scope, and a row
+	// is in one scope), one key, one scope, and no tag token twice. The
+	// values themselves are distinct. Past maxBranches (SQLite allows 500
+	// terms in a compound SELECT), one IN list, whose matches are sorted.
+	if n > 0 {
 		for i := range values {
 			branch("= ?" + strconv.Itoa(len(args)+1+i))
 		}
 	} else {
 		branch("IN (" + numbered(strings.Repeat("?, ", len(values)-1)+"?", len(args)+1) + ")")
 	}
-	q := "WITH hit AS MATERIALIZED (" + b.String() + ") SELECT grains." + strings.ReplaceAll(packedColumns, "?", "?1") +
-		" FROM hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC" + limit
+	q := "SELECT grains." + packedColumnsNumbered + " FROM (" + b.String() + " ORDER BY 1 DESC" + limit +
+		") AS hit CROSS JOIN grains WHERE grains.id = hit.id ORDER BY grains.id DESC"
+	sqliteShapes.put(shape, q)
 	return q, all
+}
+
+// packedColumnsNumbered is packedColumns with the memory as ?1.
+var packedColumnsNumbered = strings.ReplaceAll(packedColumns, "?", "?1")
+
+// branchShape is what the text of sqliteBranches' statement depends on:
+// the driver, the number of values (negative: one IN list), the other
+// conditions (with ? placeholders) and the limit clause.
+type branchShape struct {
+	d, n        int
+	cond, limit string
+}
+
+// shapeCache keeps statement texts by shape. Shapes are few (the fields a
+// query combines, the scopes it covers, its page size); past
+// shapeCacheSize the cache starts over, so it stays bounded whatever the
+// queries.
+type shapeCache struct {
+	mu sync.Mutex
+	m  map[branchShape]string
+}
+
+const shapeCacheSize = 256
+
+var sqliteShapes shapeCache
+
+func (c *shapeCache) get(s branchShape) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q, ok := c.m[s]
+	return q, ok
+}
+
+func (c *shapeCache) put(s branchShape, q string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= shapeCacheSize {
+		c.m = make(map[branchShape]string)
+	}
+	c.m[s] = q
 }
 
 // pgBranches is findQuery's statement on PostgreSQL for driver d: the

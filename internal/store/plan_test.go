@@ -261,7 +261,14 @@ func TestFindGrainsMatchesModel(t *testing.T) {
 		in := func(list [][]byte, v []byte) bool {
 			return list == nil || slices.ContainsFunc(list, func(x []byte) bool { return string(x) == string(v) })
 		}
-		for _, c := range planCases(ref) {
+		// More values than maxBranches: one IN list instead of branches.
+		var many [][]byte
+		for v := 0; len(many) <= maxBranches; v++ {
+			many = append(many, perScope(fmt.Sprint("s", v))...)
+		}
+		cases := append(planCases(ref), planCase{name: "subject, more values than branches", filter: Filter{Subject: many}},
+			planCase{name: "tag, more values than branches", filter: Filter{Tags: [][][]byte{append(perScope("t3"), many...)}}})
+		for _, c := range cases {
 			want := []int64{}
 			for _, r := range stored {
 				fl := c.filter
