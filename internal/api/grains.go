@@ -163,7 +163,16 @@ func (s *Server) getGrain(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, g)
+	c.JSON(http.StatusOK, grainReply(g))
+}
+
+// grainReply returns g as a wireGrain (see pageJSON), or g itself if it is
+// an erased version.
+func grainReply(g *lethe.Grain) any {
+	if g.Erased {
+		return g
+	}
+	return (*wireGrain)(g)
 }
 
 // grain returns the grain h; outside a scope-limited token's scopes it is

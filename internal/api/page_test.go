@@ -13,7 +13,8 @@ import (
 )
 
 // A recall's page encodes to the same bytes through pageReply as through
-// the page itself (Grain.MarshalJSON), whatever its grains hold: text that
+// the page itself (Grain.MarshalJSON), and a grain through grainReply as
+// itself, whatever the grains hold: text that
 // JSON escapes, empty and missing fields, times, scores, embeddings; and an
 // erased version keeps its short form.
 func TestPageReplyEncodesAsPage(t *testing.T) {
@@ -58,6 +59,13 @@ func TestPageReplyEncodesAsPage(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("reply encodes as\n%s\nthe page as\n%s", got, want)
+		}
+		for i := range page.Grains {
+			want, werr := json.Marshal(&page.Grains[i])
+			got, gerr := json.Marshal(grainReply(&page.Grains[i]))
+			if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+				t.Fatalf("grain reply encodes as\n%s (%v)\nthe grain as\n%s (%v)", got, gerr, want, werr)
+			}
 		}
 	})
 }
