@@ -92,6 +92,7 @@ type mgrain struct {
 	archived   bool
 	alive      bool // readable: no key of its chain destroyed
 	present    bool // its row exists (alive, or erased and not yet cleaned)
+	byUser     bool // made unreadable by a user erasure
 }
 
 // machine is the model of one memory, and the rapid state machine.
@@ -493,8 +494,9 @@ func short8(hs []string) []string {
 
 // erased applies a successful erase: the grains sel selects die; erased
 // rows of earlier erasures are deleted first (the erase finishes the
-// cleanup under its lock).
-func (m *machine) erased(t *rapid.T, er *lethe.Erasure, err error, want lethe.Code, dies func(x *mgrain) bool) {
+// cleanup under its lock), but a user erasure (user) leaves the rows of
+// earlier user erasures to the cleaner: they count for no other user.
+func (m *machine) erased(t *rapid.T, er *lethe.Erasure, err error, want lethe.Code, user bool, dies func(x *mgrain) bool) {
 	if got := lethe.ErrorCode(err); got != want {
 		t.Fatalf("erase = %+v, %v; want %q", er, err, want)
 	}
@@ -506,14 +508,14 @@ func (m *machine) erased(t *rapid.T, er *lethe.Erasure, err error, want lethe.Co
 		return
 	}
 	for _, x := range m.grains {
-		if !x.alive {
+		if !x.alive && !(user && x.byUser) {
 			x.present = false
 		}
 	}
 	n := 0
 	for _, x := range m.grains {
 		if x.alive && dies(x) {
-			x.alive = false
+			x.alive, x.byUser = false, user
 			n++
 		}
 	}
@@ -547,7 +549,7 @@ func (m *machine) ForgetUser(t *rapid.T) {
 	u := rapid.SampledFrom(append(poolUsers[2:], "nobody")).Draw(t, "user")
 	er, err := m.db(t).ForgetUser(context.Background(), m.memory, u)
 	want := m.expectForgetUser(nfc(u))
-	m.erased(t, er, err, want, func(x *mgrain) bool { return x.g.UserID == nfc(u) })
+	m.erased(t, er, err, want, true, func(x *mgrain) bool { return x.g.UserID == nfc(u) })
 	if want == "" {
 		m.users[nfc(u)] = false
 	}
@@ -575,7 +577,7 @@ func (m *machine) EraseScope(t *rapid.T) {
 			}
 		}
 	}
-	m.erased(t, er, err, want, func(x *mgrain) bool { return grains.InScope(x.g.Scope, p) })
+	m.erased(t, er, err, want, false, func(x *mgrain) bool { return grains.InScope(x.g.Scope, p) })
 	if want == "" {
 		for s := range m.scopes {
 			if grains.InScope(s, p) {
@@ -600,7 +602,7 @@ func (m *machine) EraseMemory(t *rapid.T) {
 	case len(m.holds) > 0:
 		want = "held"
 	}
-	m.erased(t, er, err, want, func(*mgrain) bool { return true })
+	m.erased(t, er, err, want, false, func(*mgrain) bool { return true })
 	if want == "" {
 		m.memKey = false
 		clear(m.users)
@@ -817,7 +819,7 @@ func (m *machine) Race(t *rapid.T) {
 	a.applyAddQuiet(g, h)
 	if wa, na := a.eraseOutcome(g.UserID); wa == code && (wa != "" || na == count) && readable == (wa != "") {
 		m.applyAdd(t, []lethe.Grain{g}, []string{h})
-		m.erased(t, er, eraseErr, wa, func(x *mgrain) bool { return x.g.UserID == g.UserID })
+		m.erased(t, er, eraseErr, wa, true, func(x *mgrain) bool { return x.g.UserID == g.UserID })
 		if wa == "" {
 			m.users[g.UserID] = false
 		}
@@ -834,7 +836,7 @@ func (m *machine) Race(t *rapid.T) {
 		m.audit += m.ensureKeys(g.Scope, g.UserID)
 		want = ""
 	}
-	m.erased(t, er, eraseErr, want, func(x *mgrain) bool { return x.g.UserID == g.UserID })
+	m.erased(t, er, eraseErr, want, true, func(x *mgrain) bool { return x.g.UserID == g.UserID })
 	if want == "" {
 		m.users[g.UserID] = false
 	}

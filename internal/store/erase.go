@@ -210,7 +210,7 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 				return err
 			}
 		}
-		if err := db.finishCleanup(tx, spec.Memory); err != nil {
+		if err := db.finishCleanup(tx, spec.Memory, spec.Kind); err != nil {
 			return err
 		}
 		var target []KeyRow
@@ -458,15 +458,23 @@ func (db *DB) cleanupJob(ctx context.Context, j CleanupJob, limit int) (int, err
 	return deleted, err
 }
 
-// finishCleanup runs every pending cleanup job of memory to its end in tx,
-// so that the counters count readable rows only. An erase calls it under
-// the memory's exclusive lock before reading its count: rows an earlier
-// erase made unreadable, not yet deleted by the cleaner, would otherwise
-// be counted again. The cleaner runs seconds after each erase, so there is
-// usually nothing left to do.
-func (db *DB) finishCleanup(tx *gorm.DB, memory string) error {
+// finishCleanup runs the pending cleanup jobs of memory that an erase of
+// kind must not count again to their end in tx, so that the counters it
+// reads count readable rows only. An erase calls it under the memory's
+// exclusive lock before reading its count: rows an earlier erase made
+// unreadable, not yet deleted by the cleaner, would otherwise be counted
+// again. A user erasure counts its key's rows alone, which another user's
+// erasure never touched (those rows carry another key id): it finishes the
+// scope and memory erasures' jobs and leaves the other users' to the
+// cleaner, so that back-to-back user erasures do not each delete the last
+// one's rows under the memory's lock.
+func (db *DB) finishCleanup(tx *gorm.DB, memory string, kind keys.Kind) error {
 	var jobs []CleanupJob
-	if err := tx.Where("memory = ?", memory).Order("id").Find(&jobs).Error; err != nil {
+	q := tx.Where("memory = ?", memory)
+	if kind == keys.KindUser {
+		q = q.Where("kind <> ?", string(keys.KindUser))
+	}
+	if err := q.Order("id").Find(&jobs).Error; err != nil {
 		return translate(err, "read cleanup jobs")
 	}
 	for _, j := range jobs {

@@ -307,7 +307,7 @@ func (db *DB) scopeCounts(tx *gorm.DB, spec EraseSpec, keyID int64) (map[string]
 func (db *DB) PreviewErase(ctx context.Context, spec EraseSpec) (*requests.Preview, error) {
 	pv := &requests.Preview{Scopes: map[string]int64{}, Holds: []string{}}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := db.finishCleanup(tx, spec.Memory); err != nil {
+		if err := db.finishCleanup(tx, spec.Memory, spec.Kind); err != nil {
 			return err
 		}
 		var target []KeyRow
