@@ -174,6 +174,11 @@ func checkPlan(t *testing.T, db *DB, stage string, c planCase, plan string) {
 		if (c.walk && sorts != 0) || sorts > 1 {
 			fail(fmt.Sprintf("%d sorts", sorts))
 		}
+		// Several branches are merged, each read as far as the page
+		// needs, not run one after the other to their own limit.
+		if strings.Contains(plan, "COMPOUND QUERY") {
+			fail("the branches are not merged")
+		}
 		return
 	}
 	want := c.pg
