@@ -506,12 +506,13 @@ func (g *goneSet) add(id, block int64, packed []byte) error {
 // rewrite removes the postings of g from their blocks, rewriting each
 // block that holds one (deleting it when none is left).
 //
-// Two transactions may rewrite one block at once (two replicas draining,
-// or two deletes on SQLite): on PostgreSQL each block is read FOR UPDATE,
-// so that the second rewrites what the first left, not what it read
-// before (which would put the first's postings back), and the blocks are
-// taken in key order, so that the two never wait for each other in a
-// cycle (a deadlock, which failed one of them).
+// Two transactions may rewrite one block at once (two replicas draining):
+// on PostgreSQL (rewritePG) the blocks are read FOR UPDATE, so that the
+// second rewrites what the first left, not what it read before (which
+// would put the first's postings back), and in key order, so that the two
+// never wait for each other in a cycle (a deadlock, which failed one of
+// them). On SQLite the database serializes writers; a block is read from
+// whichever of the postings tables holds it, in key order too.
 func (g *goneSet) rewrite(ctx context.Context, r runner) error {
 	if r.dialect() == Postgres {
 		return g.rewritePG(ctx, r)
@@ -522,16 +523,12 @@ func (g *goneSet) rewrite(ctx context.Context, r runner) error {
 		}
 		return cmp.Compare(a.block, b.block)
 	})
-	tables := postingTables(r.dialect())
+	tables := postingTables(SQLite)
 	for _, k := range g.keys {
 		var v []byte
 		var table string
 		for _, t := range tables {
-			read := "SELECT posts FROM " + t + " WHERE token = ? AND block = ?"
-			if r.dialect() == Postgres {
-				read += " FOR UPDATE"
-			}
-			err := r.query(ctx, read, []any{[]byte(k.tok), k.block},
+			err := r.query(ctx, "SELECT posts FROM "+t+" WHERE token = ? AND block = ?", []any{[]byte(k.tok), k.block},
 				func(scan func(...any) error) error { return scan(&v) })
 			if err != nil {
 				return err
@@ -563,9 +560,8 @@ func (g *goneSet) rewrite(ctx context.Context, r runner) error {
 
 // rewritePG is rewrite on PostgreSQL, in at most three statements however
 // many blocks: the blocks read FOR UPDATE in key order (the row locks sit
-// above the sort, so two rewriters take them in one order and a locked
-// row is read as the other left it), the changed ones written back, the
-// emptied ones deleted, instead of two round trips per block: the drain's
+// above the sort), the changed ones written back, the emptied ones
+// deleted, instead of two round trips per block: the drain's
 // transactions are what an erasure's scrub waits for when they started
 // before it (docs/performance.md).
 func (g *goneSet) rewritePG(ctx context.Context, r runner) error {
