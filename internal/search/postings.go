@@ -49,9 +49,16 @@ var errBlock = errors.New("corrupt postings block")
 // EncodeBlock packs ps (of one term; sorted here by id) into a block's
 // value.
 func EncodeBlock(ps []Posting) []byte {
+	return AppendBlock(make([]byte, 0, 8+len(ps)*5), ps)
+}
+
+// AppendBlock appends the block of ps (of one term; sorted here by id) to
+// b.
+func AppendBlock(b []byte, ps []Posting) []byte {
 	slices.SortFunc(ps, func(a, b Posting) int { return cmp.Compare(a.ID, b.ID) })
-	b := binary.AppendUvarint(make([]byte, 0, 8+len(ps)*5), uint64(len(ps)))
-	var run []byte
+	b = binary.AppendUvarint(b, uint64(len(ps)))
+	var scratch [SubBlock * 3 * binary.MaxVarintLen64]byte
+	run := scratch[:0]
 	prevLast := int64(0)
 	for start := 0; start < len(ps); start += SubBlock {
 		part := ps[start:min(start+SubBlock, len(ps))]

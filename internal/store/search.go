@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -177,38 +178,97 @@ func unpackTokens(b []byte) ([][]byte, error) {
 // searchRows returns the postings blocks (token, block, posts) and
 // document rows (grain_id, memory, len, dim, block, toks) of stored
 // grains (their IDs set), the grains of one insert: their block is the
-// least of their ids.
+// least of their ids. The blocks are in token order, so that the inserts
+// walk the tree once.
+//
+// It runs in the write transaction of every batch, so it allocates little:
+// the postings are grouped by a counting pass into one slice, the values
+// (blocks, token lists, the rows' fields) are cut from shared buffers, and
+// a token is the first row's slice of it, not a copy.
 func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 	var block int64
+	total, ndocs, tokBytes := 0, 0, 0
 	for _, r := range stored {
 		if block == 0 || r.ID < block {
 			block = r.ID
 		}
+		total += len(r.Terms)
+		if r.DocLen > 0 || r.Dim > 0 {
+			ndocs++
+			for _, t := range r.Terms {
+				tokBytes += 1 + len(t.Token)
+			}
+		}
 	}
-	byTok := map[string][]search.Posting{}
-	var toks []string
-	var docs [][]any
+	// The group of each posting, in the order of the rows' terms.
+	type group struct {
+		tok   []byte
+		n, at int
+	}
+	index := make(map[string]int32, total/2)
+	var groups []group
+	of := make([]int32, 0, total)
 	for _, r := range stored {
 		for _, t := range r.Terms {
-			k := string(t.Token)
-			if byTok[k] == nil {
-				toks = append(toks, k)
+			g, ok := index[string(t.Token)]
+			if !ok {
+				g = int32(len(groups))
+				index[string(t.Token)] = g
+				groups = append(groups, group{tok: t.Token})
 			}
-			byTok[k] = append(byTok[k], search.Posting{ID: r.ID, TF: t.TF, DL: t.DL})
-		}
-		if r.DocLen > 0 || r.Dim > 0 {
-			var pt any
-			if len(r.Terms) > 0 {
-				pt = packTokens(r.Terms)
-			}
-			docs = append(docs, []any{r.ID, memory, r.DocLen, r.Dim, block, pt})
+			groups[g].n++
+			of = append(of, g)
 		}
 	}
-	// Key order, so that the inserts walk the tree once.
-	slices.Sort(toks)
-	terms := make([][]any, len(toks))
-	for i, k := range toks {
-		terms[i] = []any{[]byte(k), block, search.EncodeBlock(byTok[k])}
+	order := make([]int32, len(groups))
+	at := 0
+	for i := range groups {
+		order[i] = int32(i)
+		groups[i].at, at = at, at+groups[i].n
+	}
+	posts := make([]search.Posting, total)
+	fill := make([]int, len(groups))
+	k := 0
+	for _, r := range stored {
+		for _, t := range r.Terms {
+			g := &groups[of[k]]
+			posts[g.at+fill[of[k]]] = search.Posting{ID: r.ID, TF: t.TF, DL: t.DL}
+			fill[of[k]]++
+			k++
+		}
+	}
+	slices.SortFunc(order, func(a, b int32) int { return bytes.Compare(groups[a].tok, groups[b].tok) })
+
+	blockV, memoryV := any(block), any(memory)
+	cells := make([]any, 3*len(groups))
+	terms := make([][]any, len(groups))
+	buf := make([]byte, 0, 8*len(groups)+5*total)
+	for i, g := range order {
+		gr := groups[g]
+		from := len(buf)
+		buf = search.AppendBlock(buf, posts[gr.at:gr.at+gr.n])
+		row := cells[3*i : 3*i+3 : 3*i+3]
+		row[0], row[1], row[2] = gr.tok, blockV, buf[from:len(buf):len(buf)]
+		terms[i] = row
+	}
+	cells = make([]any, 6*ndocs)
+	docs := make([][]any, 0, ndocs)
+	packed := make([]byte, 0, tokBytes)
+	for _, r := range stored {
+		if r.DocLen == 0 && r.Dim == 0 {
+			continue
+		}
+		var pt any
+		if len(r.Terms) > 0 {
+			from := len(packed)
+			for _, t := range r.Terms {
+				packed = append(append(packed, byte(len(t.Token))), t.Token...)
+			}
+			pt = packed[from:len(packed):len(packed)]
+		}
+		row := cells[6*len(docs) : 6*len(docs)+6 : 6*len(docs)+6]
+		row[0], row[1], row[2], row[3], row[4], row[5] = r.ID, memoryV, r.DocLen, r.Dim, blockV, pt
+		docs = append(docs, row)
 	}
 	return terms, docs
 }
