@@ -155,8 +155,10 @@ func migrateTerms(g *gorm.DB) error {
 }
 
 // packTokens returns a grain's tokens, each after a byte of its length.
-func packTokens(ts []TermRow) []byte {
-	var b []byte
+func packTokens(ts []TermRow) []byte { return appendTokens(nil, ts) }
+
+// appendTokens appends a grain's packed tokens (packTokens) to b.
+func appendTokens(b []byte, ts []TermRow) []byte {
 	for _, t := range ts {
 		b = append(append(b, byte(len(t.Token))), t.Token...)
 	}
@@ -200,14 +202,15 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 			}
 		}
 	}
-	// The group of each posting, in the order of the rows' terms.
+	// A term's postings are posts[start:end] of its group: the first pass
+	// counts them (end), the second places them (end is the cursor).
 	type group struct {
-		tok   []byte
-		n, at int
+		tok        []byte
+		start, end int
 	}
 	index := make(map[string]int32, total/2)
 	var groups []group
-	of := make([]int32, 0, total)
+	of := make([]int32, 0, total) // the group of each posting, in the rows' order
 	for _, r := range stored {
 		for _, t := range r.Terms {
 			g, ok := index[string(t.Token)]
@@ -216,7 +219,7 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 				index[string(t.Token)] = g
 				groups = append(groups, group{tok: t.Token})
 			}
-			groups[g].n++
+			groups[g].end++
 			of = append(of, g)
 		}
 	}
@@ -224,16 +227,15 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 	at := 0
 	for i := range groups {
 		order[i] = int32(i)
-		groups[i].at, at = at, at+groups[i].n
+		groups[i].start, groups[i].end, at = at, at, at+groups[i].end
 	}
 	posts := make([]search.Posting, total)
-	fill := make([]int, len(groups))
 	k := 0
 	for _, r := range stored {
 		for _, t := range r.Terms {
 			g := &groups[of[k]]
-			posts[g.at+fill[of[k]]] = search.Posting{ID: r.ID, TF: t.TF, DL: t.DL}
-			fill[of[k]]++
+			posts[g.end] = search.Posting{ID: r.ID, TF: t.TF, DL: t.DL}
+			g.end++
 			k++
 		}
 	}
@@ -246,7 +248,7 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 	for i, g := range order {
 		gr := groups[g]
 		from := len(buf)
-		buf = search.AppendBlock(buf, posts[gr.at:gr.at+gr.n])
+		buf = search.AppendBlock(buf, posts[gr.start:gr.end])
 		row := cells[3*i : 3*i+3 : 3*i+3]
 		row[0], row[1], row[2] = gr.tok, blockV, buf[from:len(buf):len(buf)]
 		terms[i] = row
@@ -261,9 +263,7 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 		var pt any
 		if len(r.Terms) > 0 {
 			from := len(packed)
-			for _, t := range r.Terms {
-				packed = append(append(packed, byte(len(t.Token))), t.Token...)
-			}
+			packed = appendTokens(packed, r.Terms)
 			pt = packed[from:len(packed):len(packed)]
 		}
 		row := cells[6*len(docs) : 6*len(docs)+6 : 6*len(docs)+6]

@@ -83,11 +83,7 @@ func referenceSearchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 		if r.DocLen > 0 || r.Dim > 0 {
 			var pt any
 			if len(r.Terms) > 0 {
-				var b []byte
-				for _, t := range r.Terms {
-					b = append(append(b, byte(len(t.Token))), t.Token...)
-				}
-				pt = b
+				pt = packTokens(r.Terms)
 			}
 			docs = append(docs, []any{r.ID, memory, r.DocLen, r.Dim, block, pt})
 		}
