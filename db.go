@@ -236,7 +236,7 @@ func (o outbox) Sequenced(ctx context.Context, from uint64, max int) ([]audit.Se
 	evs, err := o.at(ctx).Sequenced(int64(from), max)
 	out := make([]audit.Sequenced, len(evs))
 	for i, e := range evs {
-		out[i] = audit.Sequenced{Index: uint64(e.Seq), Leaf: e.Leaf}
+		out[i] = audit.Sequenced{Index: uint64(e.Seq), Leaf: e.Leaf, EventID: e.EventID}
 	}
 	return out, err
 }

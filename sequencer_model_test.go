@@ -2,6 +2,7 @@ package lethe
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -72,8 +73,10 @@ func TestSequencerStepsByModel(t *testing.T) {
 					},
 					"step": func(rt *rapid.T) {
 						r := rapid.IntRange(0, len(m.replicas)-1).Draw(rt, "replica")
+						before := m.snapshot(rt)
 						m.step(rt, r, -1)
 						m.check(rt, true)
+						m.checkAppended(rt, r, before.appended)
 					},
 					"crashed step": func(rt *rapid.T) {
 						r := rapid.IntRange(0, 1).Draw(rt, "replica") // the one-transaction replicas
@@ -244,12 +247,35 @@ func (m *seqModel) check(t *rapid.T, complete bool) {
 		}
 		m.last = cp
 	}
-	// No sequencer claims a checkpoint the store does not hold.
+	// No sequencer claims a checkpoint the store does not hold, nor an
+	// index an event does not have (Appended: what a receipt proves from
+	// without reading the outbox).
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	for i, r := range m.replicas {
 		if err := r.seq.WaitCovered(done, s.checkpoint); !errors.Is(err, audit.ErrPending) {
 			t.Fatalf("replica %d claims index %d covered; the latest checkpoint has size %d", i, s.checkpoint, s.checkpoint)
+		}
+		for _, e := range m.events {
+			index, cp, ok := r.seq.Appended(e.ID)
+			if !ok {
+				continue
+			}
+			c, err := m.st.CommittedEvent(ctx, e.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.Sequenced || c.Index != index || cp.Size <= index || cp.Size > s.checkpoint {
+				t.Fatalf("replica %d says event %s is leaf %d under checkpoint %d; the store has %+v and checkpoint %d", i, e.ID, index, cp.Size, c, s.checkpoint)
+			}
+			p, err := r.log.InclusionProof(ctx, index, cp.Size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.Sum256(append([]byte{0}, e.Leaf...))
+			if err := proofs.VerifyInclusion(index, cp.Size, h[:], p, cp.Root[:]); err != nil {
+				t.Fatalf("replica %d: event %s at %d under its checkpoint %d: %v", i, e.ID, index, cp.Size, err)
+			}
 		}
 	}
 	seen := map[uint64]string{}
@@ -285,6 +311,24 @@ func (m *seqModel) check(t *rapid.T, complete bool) {
 	if complete {
 		if s.next != s.size || s.checkpoint != s.size {
 			t.Fatalf("after a step: next %d, log size %d, checkpoint %d", s.next, s.size, s.checkpoint)
+		}
+	}
+}
+
+// checkAppended checks that replica r, whose step has just committed,
+// knows where every event it appended went (the events from leaf index
+// from on): a receipt for them reads nothing from the outbox.
+func (m *seqModel) checkAppended(t *rapid.T, r int, from uint64) {
+	for _, e := range m.events {
+		c, err := m.st.CommittedEvent(context.Background(), e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Sequenced || c.Index < from {
+			continue
+		}
+		if _, _, ok := m.replicas[r].seq.Appended(e.ID); !ok {
+			t.Fatalf("replica %d appended event %s (leaf %d) and does not know it", r, e.ID, c.Index)
 		}
 	}
 }

@@ -234,7 +234,7 @@ type Receipt struct {
 // proof, or Pending.
 func (j *Journal) Receipt(ctx context.Context, id string, leaf []byte) (*Receipt, error) {
 	r := &Receipt{EventID: id, Leaf: leaf, LeafSignature: j.signer.SignLeaf(leaf)}
-	p, err := j.waitProof(ctx, id)
+	p, err := j.waitProof(ctx, id, leaf)
 	switch {
 	case err == nil:
 		r.Proof = p
@@ -251,19 +251,31 @@ func (j *Journal) Receipt(ctx context.Context, id string, leaf []byte) (*Receipt
 	return r, nil
 }
 
-// waitProof returns the proof of event id, waiting up to the proof wait
-// for a signed checkpoint to cover it; past that it fails with code
-// pending. Reads use ctx; only the waiting is bounded.
-func (j *Journal) waitProof(ctx context.Context, id string) (*proofs.Proof, error) {
+// waitProof returns the proof of event id, whose leaf is leaf, waiting up
+// to the proof wait for a signed checkpoint to cover it; past that it
+// fails with code pending. Reads use ctx; only the waiting is bounded.
+func (j *Journal) waitProof(ctx context.Context, id string, leaf []byte) (*proofs.Proof, error) {
 	wctx, cancel := context.WithTimeout(ctx, j.wait)
 	defer cancel()
 	// The event is committed: every step from mark on sees it, and the
-	// kick after the mark begins one. A wait that ends with the event
-	// still pending (a step failed) marks and kicks again; a kick per
-	// pass would begin a step nobody needs once the proof is there.
+	// kick after the mark begins one. Usually that step appends it, and
+	// the sequencer says where (Appended): the proof is built without
+	// reading the outbox (ProveAt checks the leaf against the signed root,
+	// so a wrong index or leaf fails rather than proves). Otherwise (another
+	// replica appended it, or a step failed) the outbox says, pass by pass.
+	// A wait that ends with the event still pending marks and kicks again;
+	// a kick per pass would begin a step nobody needs once the proof is
+	// there.
 	mark := j.seq.StepMark()
 	j.seq.Kick()
 	kicked := true
+	if j.seq.WaitStep(wctx, mark) == nil {
+		if index, cp, ok := j.seq.Appended(id); ok {
+			p, err := j.seq.ProveAt(ctx, index, leaf, cp)
+			return p, DomainError(err)
+		}
+		kicked = false // the step it kicked has ended
+	}
 	for {
 		p, c, err := j.proof(ctx, id)
 		if grains.ErrorCode(err) != grains.CodePending || wctx.Err() != nil {

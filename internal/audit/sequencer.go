@@ -51,6 +51,8 @@ type AtomicOutbox interface {
 type Sequenced struct {
 	Index uint64
 	Leaf  []byte
+	// EventID is the event's id (see Sequencer.Appended).
+	EventID string
 }
 
 // SignedCheckpoint is a checkpoint and its signed note.
@@ -72,15 +74,25 @@ type Sequencer struct {
 	logger *slog.Logger
 	cosign CosignFunc
 
-	kick chan struct{}
-	mu   sync.Mutex
-	cond *sync.Cond
-	// covered is the size of the latest checkpoint this process knows of.
-	covered uint64
+	kick    chan struct{}
+	mu      sync.Mutex
+	cond    *sync.Cond
 	lastErr error
 	// begun and ended count the steps of Run (see WaitStep).
 	begun, ended uint64
+	// latest is the latest checkpoint this process's steps signed or read
+	// (WaitCovered waits for it to cover an index); appended holds the
+	// leaf indices of the events they appended, by event id, in two
+	// generations of at most recentEvents each (see Appended).
+	latest           *SignedCheckpoint
+	appended, before map[string]uint64
 }
+
+// recentEvents bounds a generation of Sequencer.appended: a waiter looks
+// its event up once the step that appended it has ended, so only the last
+// steps' events are needed; an event no longer there is read from the
+// outbox instead.
+const recentEvents = 4096
 
 // SequencerConfig configures a Sequencer.
 type SequencerConfig struct {
@@ -167,34 +179,31 @@ const batch = 1000
 func (s *Sequencer) Step(ctx context.Context) error {
 	if a, ok := s.outbox.(AtomicOutbox); ok && s.cosign == nil {
 		var cp *SignedCheckpoint
+		var evs []Sequenced
 		err := a.Atomic(ctx, func(o Outbox, l Log) error {
 			var err error
-			cp, err = s.step(ctx, o, l)
+			cp, evs, err = s.step(ctx, o, l)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		if cp != nil {
-			s.noteCovered(cp.Size)
-		}
+		s.noteStep(cp, evs)
 		return nil
 	}
-	cp, err := s.step(ctx, s.outbox, s.log)
-	if cp != nil {
-		s.noteCovered(cp.Size)
-	}
+	cp, evs, err := s.step(ctx, s.outbox, s.log)
+	s.noteStep(cp, evs) // cp is nil when the step failed
 	return err
 }
 
 // step is Step on outbox o and log l; it returns the latest checkpoint
-// (nil when the log is empty), which the caller notes as covered once it
-// is committed.
-func (s *Sequencer) step(ctx context.Context, o Outbox, l Log) (*SignedCheckpoint, error) {
+// (nil when the log is empty) and the events it appended, which the caller
+// notes (noteStep) once they are committed.
+func (s *Sequencer) step(ctx context.Context, o Outbox, l Log) (*SignedCheckpoint, []Sequenced, error) {
 	for {
 		n, err := o.AssignSequence(ctx, batch)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if n < batch {
 			break
@@ -202,41 +211,51 @@ func (s *Sequencer) step(ctx context.Context, o Outbox, l Log) (*SignedCheckpoin
 	}
 	next, appended, err := o.Counters(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	var all []Sequenced
 	for appended < next {
 		evs, err := o.Sequenced(ctx, appended, batch)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(evs) == 0 || evs[0].Index != appended {
-			return nil, fmt.Errorf("audit: outbox has no event at index %d", appended)
+			return nil, nil, fmt.Errorf("audit: outbox has no event at index %d", appended)
 		}
 		leaves := make([][]byte, 0, len(evs))
 		for i, e := range evs {
 			if e.Index != appended+uint64(i) {
-				return nil, fmt.Errorf("audit: outbox gap at index %d", appended+uint64(i))
+				return nil, nil, fmt.Errorf("audit: outbox gap at index %d", appended+uint64(i))
 			}
 			leaves = append(leaves, e.Leaf)
 		}
 		if err := l.Append(ctx, appended, leaves); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		appended += uint64(len(leaves))
 		if err := o.SetAppended(ctx, appended); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		// The ids and indices only, of the last recentEvents: a backlog
+		// (a restart after a long outage) is not kept whole.
+		for _, e := range evs {
+			all = append(all, Sequenced{Index: e.Index, EventID: e.EventID})
+		}
+		if len(all) > recentEvents {
+			all = append(all[:0], all[len(all)-recentEvents:]...)
 		}
 	}
 	if appended == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	err = l.WaitIntegrated(wctx, appended)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("audit: waiting for the log to integrate %d leaves: %w", appended, err)
+		return nil, nil, fmt.Errorf("audit: waiting for the log to integrate %d leaves: %w", appended, err)
 	}
-	return s.signCheckpoint(ctx, o, l)
+	cp, err := s.signCheckpoint(ctx, o, l)
+	return cp, all, err
 }
 
 // SignCheckpoint signs a checkpoint for the log's current integrated size,
@@ -245,9 +264,7 @@ func (s *Sequencer) step(ctx context.Context, o Outbox, l Log) (*SignedCheckpoin
 // log has not grown).
 func (s *Sequencer) SignCheckpoint(ctx context.Context) (*SignedCheckpoint, error) {
 	cp, err := s.signCheckpoint(ctx, s.outbox, s.log)
-	if cp != nil {
-		s.noteCovered(cp.Size)
-	}
+	s.noteStep(cp, nil)
 	return cp, err
 }
 
@@ -299,13 +316,48 @@ func (s *Sequencer) signCheckpoint(ctx context.Context, o Outbox, l Log) (*Signe
 	return &cp, nil
 }
 
-func (s *Sequencer) noteCovered(size uint64) {
+// noteStep notes a committed step: cp, the latest checkpoint (nil when
+// the log is empty), and evs, the events the step appended, which cp or a
+// later checkpoint covers.
+func (s *Sequencer) noteStep(cp *SignedCheckpoint, evs []Sequenced) {
+	if cp == nil {
+		return
+	}
 	s.mu.Lock()
-	if size > s.covered {
-		s.covered = size
+	defer s.mu.Unlock()
+	if s.latest == nil || cp.Size > s.latest.Size {
+		s.latest = cp
 		s.cond.Broadcast()
 	}
-	s.mu.Unlock()
+	for _, e := range evs {
+		if e.EventID == "" || e.Index >= s.latest.Size {
+			continue
+		}
+		if s.appended == nil || len(s.appended) >= recentEvents {
+			s.before, s.appended = s.appended, make(map[string]uint64, min(len(evs), recentEvents))
+		}
+		s.appended[e.EventID] = e.Index
+	}
+}
+
+// Appended returns the leaf index of event id and a signed checkpoint that
+// covers it, when one of this process's recent steps appended the event:
+// a receipt's proof then needs no read of the outbox (see
+// Journal.Receipt). ok is false otherwise, and the caller reads the
+// outbox.
+func (s *Sequencer) Appended(id string) (index uint64, cp *SignedCheckpoint, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.latest == nil {
+		return 0, nil, false
+	}
+	if index, ok = s.appended[id]; !ok {
+		index, ok = s.before[id]
+	}
+	if !ok || index >= s.latest.Size {
+		return 0, nil, false
+	}
+	return index, s.latest, true
 }
 
 // ErrPending means an event is committed but no signed checkpoint covers it
@@ -315,7 +367,7 @@ var ErrPending = errors.New("audit: event not yet covered by a signed checkpoint
 // WaitCovered waits until a signed checkpoint covers leaf index, or ctx
 // ends (then ErrPending). It does not kick the sequencer: see WaitStep.
 func (s *Sequencer) WaitCovered(ctx context.Context, index uint64) error {
-	return s.waitFor(ctx, func() bool { return s.covered > index })
+	return s.waitFor(ctx, func() bool { return s.latest != nil && s.latest.Size > index })
 }
 
 // StepMark returns the number of the next step of Run to begin. Every
