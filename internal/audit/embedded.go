@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -43,6 +44,16 @@ import (
 type EmbeddedLog struct {
 	db  *gorm.DB
 	now func() time.Time // dates the stored roots
+	// inTx says db is a transaction (a view made by In): Append writes in
+	// it as it is, without a savepoint of its own.
+	inTx bool
+	// locked is the log's state once an Append through this view has
+	// taken the state row's lock: nothing else can change it before the
+	// transaction ends, so the view's reads use it instead of reading the
+	// row again (three round trips of a sequencer step).
+	locked *state
+	// prior is the state that Append found, before its leaves.
+	prior *state
 	*embeddedShared
 }
 
@@ -124,11 +135,11 @@ func NewEmbeddedLog(db *gorm.DB, now func() time.Time) (*EmbeddedLog, error) {
 }
 
 // In returns the log read and written in tx, a transaction on the log's
-// database: an Append through it commits, or rolls back, with tx (its own
-// transaction becomes a savepoint). The sequencer uses it to number,
+// database: an Append through it writes in tx (no savepoint of its own)
+// and commits, or rolls back, with it. The sequencer uses it to number,
 // append and checkpoint in one transaction (see [AtomicOutbox]).
 func (l *EmbeddedLog) In(tx *gorm.DB) *EmbeddedLog {
-	return &EmbeddedLog{db: tx, now: l.now, embeddedShared: l.embeddedShared}
+	return &EmbeddedLog{db: tx, now: l.now, inTx: true, embeddedShared: l.embeddedShared}
 }
 
 // Append implements [Log.Append]. Leaves are integrated when it returns.
@@ -147,7 +158,12 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var appended *compact.Range
-	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	run := l.db.WithContext(ctx).Transaction
+	if l.inTx {
+		// The caller's transaction: a failure rolls all of it back.
+		run = func(fn func(tx *gorm.DB) error, _ ...*sql.TxOptions) error { return fn(l.db.WithContext(ctx)) }
+	}
+	err := run(func(tx *gorm.DB) error {
 		var st logState
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&st, "id = ?", stateID).Error; err != nil {
 			return fmt.Errorf("read state: %w", err)
@@ -206,6 +222,12 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 			return fmt.Errorf("insert root: %w", err)
 		}
 		appended = rng
+		if l.inTx {
+			l.locked = &state{Size: end}
+			copy(l.locked.root[:], root)
+			l.prior = &state{Size: size}
+			copy(l.prior.root[:], st.Root) // rangeAt checked it is the range's root
+		}
 		return nil
 	})
 	if err != nil {
@@ -279,7 +301,7 @@ func (l *EmbeddedLog) rangeAt(db *gorm.DB, size uint64, root []byte) (*compact.R
 
 // Root implements [Log.Root].
 func (l *EmbeddedLog) Root(ctx context.Context) (uint64, [32]byte, error) {
-	st, err := readState(l.db.WithContext(ctx))
+	st, err := l.state(l.db.WithContext(ctx))
 	if err != nil {
 		return 0, [32]byte{}, err
 	}
@@ -294,7 +316,7 @@ func (l *EmbeddedLog) WaitIntegrated(ctx context.Context, size uint64) error {
 		l.notifyMu.Lock()
 		ch := l.notify
 		l.notifyMu.Unlock()
-		st, err := readState(l.db.WithContext(ctx))
+		st, err := l.state(l.db.WithContext(ctx))
 		if err != nil {
 			return err
 		}
@@ -317,7 +339,7 @@ func (l *EmbeddedLog) InclusionProof(ctx context.Context, index, size uint64) ([
 		return nil, err
 	}
 	db := l.db.WithContext(ctx)
-	st, err := readState(db)
+	st, err := l.state(db)
 	if err != nil {
 		return nil, err
 	}
@@ -400,7 +422,7 @@ func (l *EmbeddedLog) ConsistencyProof(ctx context.Context, from, to uint64) ([]
 		return nil, err
 	}
 	db := l.db.WithContext(ctx)
-	st, err := readState(db)
+	st, err := l.state(db)
 	if err != nil {
 		return nil, err
 	}
@@ -414,8 +436,10 @@ func (l *EmbeddedLog) ConsistencyProof(ctx context.Context, from, to uint64) ([]
 	if err != nil {
 		return nil, err
 	}
-	root1, _, err := rootAt(db, st, from)
-	if err != nil {
+	var root1 []byte
+	if l.prior != nil && from == l.prior.Size {
+		root1 = l.prior.root[:] // the usual step: from the last checkpoint, the size Append found
+	} else if root1, _, err = rootAt(db, st, from); err != nil {
 		return nil, err
 	}
 	root2, recorded, err := rootAt(db, st, to)
@@ -514,6 +538,14 @@ func (l *EmbeddedLog) Leaf(ctx context.Context, index uint64) ([]byte, error) {
 type state struct {
 	Size uint64
 	root [32]byte
+}
+
+// state is the log's state: the one the view's Append locked, or read.
+func (l *EmbeddedLog) state(db *gorm.DB) (state, error) {
+	if l.locked != nil {
+		return *l.locked, nil
+	}
+	return readState(db)
 }
 
 func readState(db *gorm.DB) (state, error) {

@@ -152,6 +152,14 @@ func (db *DB) AssignSequence(ctx context.Context, max int) (int, error) {
 type AuditTx struct {
 	g       *gorm.DB
 	dialect string
+	// inTx says g is a transaction (InAuditTx): a call runs in it as it is,
+	// without a savepoint (two more round trips) of its own.
+	inTx bool
+	// counters is the sequence state as this transaction last wrote it
+	// (AssignSequence, SetAppended): its row stays locked until the
+	// transaction ends, so SequenceCounters answers from it. Nil until
+	// then, and outside a transaction.
+	counters *SequenceState
 }
 
 // Audit returns the sequencer's part of the outbox on the database itself:
@@ -165,7 +173,7 @@ func (db *DB) Audit(ctx context.Context) *AuditTx {
 // view) commits together when fn returns nil, and not at all otherwise.
 func (db *DB) InAuditTx(ctx context.Context, fn func(a *AuditTx) error) error {
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(&AuditTx{g: tx, dialect: db.dialect})
+		return fn(&AuditTx{g: tx, dialect: db.dialect, inTx: true})
 	})
 	return translate(err, "audit sequencer step")
 }
@@ -173,40 +181,59 @@ func (db *DB) InAuditTx(ctx context.Context, fn func(a *AuditTx) error) error {
 // Gorm returns the transaction (or database) a is bound to.
 func (a *AuditTx) Gorm() *gorm.DB { return a.g }
 
-// AssignSequence is DB.AssignSequence in a.
+// transaction runs fn in a's transaction, or in a new one when a is the
+// database itself.
+func (a *AuditTx) transaction(fn func(tx *gorm.DB) error) error {
+	if a.inTx {
+		return fn(a.g)
+	}
+	return a.g.Transaction(fn)
+}
+
+// AssignSequence is DB.AssignSequence in a: three statements (the lock on
+// PostgreSQL, the numbering, the counter, which returns the counters for
+// SequenceCounters), where it took seven and a savepoint: most of a
+// sequencer step's time under concurrent forgets.
+// The state row is created when the store opens (ensureSequenceState).
 func (a *AuditTx) AssignSequence(max int) (int, error) {
 	n := 0
-	err := a.g.Transaction(func(tx *gorm.DB) error {
+	err := a.transaction(func(tx *gorm.DB) error {
 		if a.dialect == Postgres {
+			// A statement of its own: the numbering's snapshot is taken
+			// after the lock, so it sees every event numbered before.
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", sequencerLock).Error; err != nil {
 				return err
 			}
 		}
-		var st SequenceState
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&SequenceState{ID: 1}).Error; err != nil {
+		// One statement numbers them all, in id order, from the counter.
+		res := tx.Exec(`UPDATE audit_events SET seq = (SELECT next_seq FROM audit_sequence WHERE id = 1) + r.rn - 1
+			FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM audit_events WHERE seq IS NULL ORDER BY id LIMIT ?) AS r
+			WHERE audit_events.id = r.id`, max)
+		if res.Error != nil {
+			return res.Error
+		}
+		n = int(res.RowsAffected)
+		if n == 0 {
+			return nil
+		}
+		var st []SequenceState
+		if err := tx.Raw("UPDATE audit_sequence SET next_seq = next_seq + ? WHERE id = 1 RETURNING id, next_seq, appended", n).Scan(&st).Error; err != nil {
 			return err
 		}
-		if err := tx.First(&st, 1).Error; err != nil {
-			return err
+		if len(st) != 1 {
+			return errors.New("the audit sequence state is missing")
 		}
-		var ids []int64
-		if err := tx.Model(&EventRow{}).Where("seq IS NULL").Order("id").Limit(max).Pluck("id", &ids).Error; err != nil {
-			return err
+		if a.inTx {
+			a.counters = &st[0]
 		}
-		// One statement numbers them all, in id order (it was one UPDATE
-		// per event, most of a step's time under concurrent forgets).
-		if len(ids) > 0 {
-			err := tx.Exec(`UPDATE audit_events SET seq = ? + r.rn - 1
-				FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM audit_events WHERE id IN ?) AS r
-				WHERE audit_events.id = r.id`, st.NextSeq, ids).Error
-			if err != nil {
-				return err
-			}
-		}
-		n = len(ids)
-		return tx.Model(&SequenceState{}).Where("id = 1").Update("next_seq", st.NextSeq+int64(n)).Error
+		return nil
 	})
 	return n, translate(err, "assign audit sequence")
+}
+
+// ensureSequenceState creates the sequencer's state row if it is missing.
+func ensureSequenceState(g *gorm.DB) error {
+	return g.Clauses(clause.OnConflict{DoNothing: true}).Create(&SequenceState{ID: 1}).Error
 }
 
 // SequencedEvent is an event with its leaf index.
@@ -243,6 +270,9 @@ func (db *DB) SequenceCounters(ctx context.Context) (next, appended int64, err e
 
 // SequenceCounters is DB.SequenceCounters in a.
 func (a *AuditTx) SequenceCounters() (next, appended int64, err error) {
+	if a.counters != nil {
+		return a.counters.NextSeq, a.counters.Appended, nil
+	}
 	var st []SequenceState
 	if err := a.g.Where("id = 1").Find(&st).Error; err != nil {
 		return 0, 0, translate(err, "read audit sequence")
@@ -262,6 +292,9 @@ func (db *DB) SetAppended(ctx context.Context, n int64) error {
 // SetAppended is DB.SetAppended in a.
 func (a *AuditTx) SetAppended(n int64) error {
 	err := a.g.Model(&SequenceState{}).Where("id = 1 AND appended < ?", n).Update("appended", n).Error
+	if err == nil && a.counters != nil && a.counters.Appended < n {
+		a.counters.Appended = n
+	}
 	return translate(err, "record audit append")
 }
 

@@ -208,6 +208,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		return err
 	}
 	g := db.gorm.WithContext(ctx)
+	if err := ensureSequenceState(g); err != nil {
+		return translate(err, "migrate schema")
+	}
 	if err := migrateUserCounts(g); err != nil {
 		return translate(err, "migrate schema")
 	}
