@@ -60,6 +60,9 @@ const (
 	// retrievalTx bounds the grains one transaction of statistics updates,
 	// so that a flush holds SQLite's write lock for short spans.
 	retrievalTx = 2000
+	// retrievalRest bounds the tracker's rest between two of its
+	// transactions (see runTracker).
+	retrievalRest = 50 * time.Millisecond
 	// schedulerTick is how often RunPolicies looks for due policies.
 	schedulerTick = time.Minute
 	// triggerSpacing is the least time between two ladder runs of one

@@ -147,9 +147,24 @@ func (s *Sweeper) runTracker(stop <-chan struct{}) {
 		slices.SortFunc(rs, func(a, b store.Retrieval) int { return cmp.Compare(a.ID, b.ID) })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		var took time.Duration
 		for i := 0; i < len(rs); i += retrievalTx {
+			if i > 0 {
+				// Statistics are background work: between two
+				// transactions the tracker rests as long as the last one
+				// took (at most retrievalRest), so that a backlog of
+				// them (a burst of recalls) takes at most half of a core
+				// from the recalls and writes of the moment.
+				select {
+				case <-time.After(min(took, retrievalRest)):
+				case <-stop:
+				}
+			}
+			start := time.Now()
 			part := rs[i:min(i+retrievalTx, len(rs))]
-			if err := s.store.RecordRetrievals(ctx, part, f.policy.Ladder.RetrievalBump); err != nil {
+			err := s.store.RecordRetrievals(ctx, part, f.policy.Ladder.RetrievalBump)
+			took = time.Since(start)
+			if err != nil {
 				n := int64(0)
 				for _, r := range part {
 					n += r.Count
