@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -160,6 +162,17 @@ type AuditTx struct {
 	// transaction ends, so SequenceCounters answers from it. Nil until
 	// then, and outside a transaction.
 	counters *SequenceState
+	// numbered are the events AssignSequence numbered in this
+	// transaction, in index order: Sequenced answers from them.
+	numbered []SequencedEvent
+	// latest is the latest checkpoint as AssignSequence read it, when
+	// latestRead: LatestCheckpoint answers from it. Another step holds
+	// the sequencer's lock (or SQLite's write lock) until this one ends;
+	// a checkpoint that a step of four transactions saves meanwhile is of
+	// the log before this step, and the step's consistency check against
+	// the one read here still proves that the log only grew.
+	latest     *CheckpointRow
+	latestRead bool
 }
 
 // Audit returns the sequencer's part of the outbox on the database itself:
@@ -205,26 +218,47 @@ func (a *AuditTx) AssignSequence(max int) (int, error) {
 				return err
 			}
 		}
-		// One statement numbers them all, in id order, from the counter.
-		res := tx.Exec(`UPDATE audit_events SET seq = (SELECT next_seq FROM audit_sequence WHERE id = 1) + r.rn - 1
+		// One statement numbers them all, in id order, from the counter,
+		// and returns them for Sequenced.
+		var evs []SequencedEvent
+		err := tx.Raw(`UPDATE audit_events SET seq = (SELECT next_seq FROM audit_sequence WHERE id = 1) + r.rn - 1
 			FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM audit_events WHERE seq IS NULL ORDER BY id LIMIT ?) AS r
-			WHERE audit_events.id = r.id`, max)
-		if res.Error != nil {
-			return res.Error
+			WHERE audit_events.id = r.id RETURNING audit_events.seq, audit_events.event_id, audit_events.leaf`, max).Scan(&evs).Error
+		if err != nil {
+			return err
 		}
-		n = int(res.RowsAffected)
+		n = len(evs)
 		if n == 0 {
 			return nil
 		}
-		var st []SequenceState
-		if err := tx.Raw("UPDATE audit_sequence SET next_seq = next_seq + ? WHERE id = 1 RETURNING id, next_seq, appended", n).Scan(&st).Error; err != nil {
+		if a.inTx && n < max {
+			// Kept for the step's Sequenced: the last (usually the only)
+			// batch, never a whole backlog.
+			slices.SortFunc(evs, func(x, y SequencedEvent) int { return cmp.Compare(x.Seq, y.Seq) })
+			a.numbered = evs
+		}
+		// The counters, and the latest checkpoint, for the step's next
+		// reads (SequenceCounters, LatestCheckpoint).
+		var st []struct {
+			SequenceState
+			CpSize         *int64
+			CpRoot, CpNote []byte
+		}
+		if err := tx.Raw(`UPDATE audit_sequence SET next_seq = next_seq + ? WHERE id = 1 RETURNING id, next_seq, appended,
+			(SELECT size FROM audit_checkpoints ORDER BY size DESC LIMIT 1) AS cp_size,
+			(SELECT root FROM audit_checkpoints ORDER BY size DESC LIMIT 1) AS cp_root,
+			(SELECT note FROM audit_checkpoints ORDER BY size DESC LIMIT 1) AS cp_note`, n).Scan(&st).Error; err != nil {
 			return err
 		}
 		if len(st) != 1 {
 			return errors.New("the audit sequence state is missing")
 		}
 		if a.inTx {
-			a.counters = &st[0]
+			a.counters = &st[0].SequenceState
+			a.latestRead = true
+			if st[0].CpSize != nil {
+				a.latest = &CheckpointRow{Size: *st[0].CpSize, Root: st[0].CpRoot, Note: st[0].CpNote}
+			}
 		}
 		return nil
 	})
@@ -250,6 +284,13 @@ func (db *DB) Sequenced(ctx context.Context, from int64, max int) ([]SequencedEv
 
 // Sequenced is DB.Sequenced in a.
 func (a *AuditTx) Sequenced(from int64, max int) ([]SequencedEvent, error) {
+	// The events this transaction numbered, when they are the ones asked
+	// for (they are consecutive: see AssignSequence).
+	if len(a.numbered) > 0 && a.numbered[0].Seq == from {
+		out := a.numbered[:min(max, len(a.numbered))]
+		a.numbered = a.numbered[len(out):]
+		return out, nil
+	}
 	var rows []EventRow
 	err := a.g.Where("seq >= ?", from).Order("seq").Limit(max).Find(&rows).Error
 	if err != nil {
@@ -322,6 +363,9 @@ func (db *DB) LatestCheckpoint(ctx context.Context) (*CheckpointRow, error) {
 
 // LatestCheckpoint is DB.LatestCheckpoint in a.
 func (a *AuditTx) LatestCheckpoint() (*CheckpointRow, error) {
+	if a.latestRead {
+		return a.latest, nil
+	}
 	var rows []CheckpointRow
 	if err := a.g.Order("size DESC").Limit(1).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read checkpoint")
