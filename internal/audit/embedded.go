@@ -52,8 +52,12 @@ type EmbeddedLog struct {
 	// transaction ends, so the view's reads use it instead of reading the
 	// row again (three round trips of a sequencer step).
 	locked *state
-	// prior is the state that Append found, before its leaves.
+	// prior is the state that Append found, before its leaves, and known
+	// the hashes of the nodes it knew then (the range's) and made: a
+	// consistency proof from prior to locked is built from them, without
+	// reading the stored nodes.
 	prior *state
+	known map[compact.NodeID][]byte
 	*embeddedShared
 }
 
@@ -187,9 +191,19 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 		skip := size - start
 		rows := make([]logLeaf, 0, uint64(len(leaves))-skip)
 		nodes := make([]logNode, 0, len(rows)+64)
+		var known map[compact.NodeID][]byte
+		if l.inTx {
+			known = make(map[compact.NodeID][]byte, 2*len(leaves)+64)
+			for i, id := range compact.RangeNodes(0, size, nil) {
+				known[id] = rng.Hashes()[i]
+			}
+		}
 		visit := func(id compact.NodeID, h []byte) {
 			if id.Level > 0 {
 				nodes = append(nodes, logNode{Level: uint8(id.Level), Idx: id.Index, Hash: h})
+			}
+			if known != nil {
+				known[id] = h
 			}
 		}
 		for i := skip; i < uint64(len(leaves)); i++ {
@@ -227,6 +241,7 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 			copy(l.locked.root[:], root)
 			l.prior = &state{Size: size}
 			copy(l.prior.root[:], st.Root) // rangeAt checked it is the range's root
+			l.known = known
 		}
 		return nil
 	})
@@ -432,7 +447,10 @@ func (l *EmbeddedLog) ConsistencyProof(ctx context.Context, from, to uint64) ([]
 	if from == to {
 		return [][]byte{}, nil
 	}
-	p, err := consistency(db, from, to)
+	p, ok, err := l.knownConsistency(from, to)
+	if !ok && err == nil {
+		p, err = consistency(db, from, to)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -455,6 +473,29 @@ func (l *EmbeddedLog) ConsistencyProof(ctx context.Context, from, to uint64) ([]
 		return nil, &VerificationError{Op: "consistency", Index: from, Size: to, Err: err}
 	}
 	return p, nil
+}
+
+// knownConsistency builds the consistency proof from the size the view's
+// Append found to the size it left, from the nodes it knew and made (the
+// sequencer's usual proof, from its last checkpoint); ok is false when
+// that is not the proof asked for or a node is not among them. The
+// caller verifies the proof either way.
+func (l *EmbeddedLog) knownConsistency(from, to uint64) (p [][]byte, ok bool, err error) {
+	if l.known == nil || from != l.prior.Size || to != l.locked.Size {
+		return nil, false, nil
+	}
+	nodes, err := proof.Consistency(from, to)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	hashes := make([][]byte, len(nodes.IDs))
+	for i, id := range nodes.IDs {
+		if hashes[i], ok = l.known[id]; !ok {
+			return nil, false, nil
+		}
+	}
+	p, err = nodes.Rehash(hashes, hasher.HashChildren)
+	return p, err == nil, err
 }
 
 func consistency(db *gorm.DB, from, to uint64) ([][]byte, error) {
