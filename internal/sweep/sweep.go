@@ -58,8 +58,10 @@ const (
 	// grains wait.
 	retrievalFlushSize = 50000
 	// retrievalTx bounds the grains one transaction of statistics updates,
-	// so that a flush holds SQLite's write lock for short spans.
-	retrievalTx = 2000
+	// so that a flush holds SQLite's write lock, and PostgreSQL's CPU, for
+	// short spans: recalls under load kept a lower p99 with 500 than with
+	// 2,000 (docs/performance.md).
+	retrievalTx = 500
 	// retrievalRest bounds the tracker's rest between two of its
 	// transactions (see runTracker).
 	retrievalRest = 50 * time.Millisecond
