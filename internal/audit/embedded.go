@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -53,9 +52,8 @@ type EmbeddedLog struct {
 	// row again (three round trips of a sequencer step).
 	locked *state
 	// prior is the state that Append found, before its leaves, and known
-	// the hashes of the nodes it knew then (the range's) and made: a
-	// consistency proof from prior to locked is built from them, without
-	// reading the stored nodes.
+	// the hashes of the nodes it knew then (the range's) and made (see
+	// nodesIn).
 	prior *state
 	known map[compact.NodeID][]byte
 	*embeddedShared
@@ -162,12 +160,7 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var appended *compact.Range
-	run := l.db.WithContext(ctx).Transaction
-	if l.inTx {
-		// The caller's transaction: a failure rolls all of it back.
-		run = func(fn func(tx *gorm.DB) error, _ ...*sql.TxOptions) error { return fn(l.db.WithContext(ctx)) }
-	}
-	err := run(func(tx *gorm.DB) error {
+	write := func(tx *gorm.DB) error {
 		var st logState
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).Take(&st, "id = ?", stateID).Error; err != nil {
 			return fmt.Errorf("read state: %w", err)
@@ -232,7 +225,13 @@ func (l *EmbeddedLog) Append(ctx context.Context, start uint64, leaves [][]byte)
 			l.known = known
 		}
 		return nil
-	})
+	}
+	var err error
+	if l.inTx {
+		err = write(l.db.WithContext(ctx)) // the caller's transaction: a failure rolls all of it back
+	} else {
+		err = l.db.WithContext(ctx).Transaction(write)
+	}
 	if err != nil {
 		l.rng = nil
 		var verr *VerificationError
@@ -463,7 +462,7 @@ func anchor(db *gorm.DB, st state, size uint64, root []byte) error {
 		}
 		return nil
 	}
-	p, err := consistency(db, size, st.Size)
+	p, err := consistency(stored(db), size, st.Size)
 	if err != nil {
 		return err
 	}
@@ -489,10 +488,7 @@ func (l *EmbeddedLog) ConsistencyProof(ctx context.Context, from, to uint64) ([]
 	if from == to {
 		return [][]byte{}, nil
 	}
-	p, ok, err := l.knownConsistency(from, to)
-	if !ok && err == nil {
-		p, err = consistency(db, from, to)
-	}
+	p, err := consistency(l.nodesIn(db), from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -517,39 +513,46 @@ func (l *EmbeddedLog) ConsistencyProof(ctx context.Context, from, to uint64) ([]
 	return p, nil
 }
 
-// knownConsistency builds the consistency proof from the size the view's
-// Append found to the size it left, from the nodes it knew and made (the
-// sequencer's usual proof, from its last checkpoint); ok is false when
-// that is not the proof asked for or a node is not among them. The
-// caller verifies the proof either way.
-func (l *EmbeddedLog) knownConsistency(from, to uint64) (p [][]byte, ok bool, err error) {
-	if l.known == nil || from != l.prior.Size || to != l.locked.Size {
-		return nil, false, nil
-	}
-	nodes, err := proof.Consistency(from, to)
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	hashes := make([][]byte, len(nodes.IDs))
-	for i, id := range nodes.IDs {
-		if hashes[i], ok = l.known[id]; !ok {
-			return nil, false, nil
+// nodesIn returns a source of node hashes: those the view's Append knew
+// and made when every one asked for is among them (a perfect subtree's
+// hash never changes, so they hold in any later tree), else the stored
+// ones in db. The sequencer's consistency proof from its last checkpoint
+// needs no read.
+func (l *EmbeddedLog) nodesIn(db *gorm.DB) func([]compact.NodeID) ([][]byte, error) {
+	return func(ids []compact.NodeID) ([][]byte, error) {
+		if l.known != nil {
+			hashes := make([][]byte, len(ids))
+			ok := true
+			for i, id := range ids {
+				if hashes[i], ok = l.known[id]; !ok {
+					break
+				}
+			}
+			if ok {
+				return hashes, nil
+			}
 		}
+		return fetchNodes(db, ids)
 	}
-	p, err = nodes.Rehash(hashes, hasher.HashChildren)
-	return p, err == nil, err
 }
 
-func consistency(db *gorm.DB, from, to uint64) ([][]byte, error) {
-	nodes, err := proof.Consistency(from, to)
+// stored is the source of the nodes stored in db.
+func stored(db *gorm.DB) func([]compact.NodeID) ([][]byte, error) {
+	return func(ids []compact.NodeID) ([][]byte, error) { return fetchNodes(db, ids) }
+}
+
+// consistency builds the consistency proof from size from to size to
+// from the node hashes nodes returns.
+func consistency(nodes func([]compact.NodeID) ([][]byte, error), from, to uint64) ([][]byte, error) {
+	ids, err := proof.Consistency(from, to)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	hashes, err := fetchNodes(db, nodes.IDs)
+	hashes, err := nodes(ids.IDs)
 	if err != nil {
 		return nil, err
 	}
-	return nodes.Rehash(hashes, hasher.HashChildren)
+	return ids.Rehash(hashes, hasher.HashChildren)
 }
 
 // rootAt returns the root at size: the recorded one if there is one, else one
