@@ -145,8 +145,6 @@ func (s *Sweeper) runTracker(stop <-chan struct{}) {
 		// In id order: one lock order across instances, and neighbouring
 		// rows in one transaction.
 		slices.SortFunc(rs, func(a, b store.Retrieval) int { return cmp.Compare(a.ID, b.ID) })
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
 		var took time.Duration
 		for i := 0; i < len(rs); i += retrievalTx {
 			if i > 0 {
@@ -162,7 +160,11 @@ func (s *Sweeper) runTracker(stop <-chan struct{}) {
 			}
 			start := time.Now()
 			part := rs[i:min(i+retrievalTx, len(rs))]
+			// Each transaction has its own deadline: a backlog's
+			// transactions and rests together may take longer.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := s.store.RecordRetrievals(ctx, part, f.policy.Ladder.RetrievalBump)
+			cancel()
 			took = time.Since(start)
 			if err != nil {
 				n := int64(0)
