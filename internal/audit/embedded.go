@@ -275,9 +275,20 @@ func appendRows(tx *gorm.DB, rows []logLeaf, nodes []logNode, size, end uint64, 
 	return nil
 }
 
+// Deferrer is a transaction that queues writes to send them with its next
+// read or its commit, in one round trip (store.DB.InAuditTx on
+// PostgreSQL). A view whose transaction (In) has a Deferrer as its
+// connection hands it an append's write instead of running it.
+type Deferrer interface {
+	Defer(sql string, args ...any)
+}
+
 // appendPG writes an append's leaves, nodes, state and root in one
 // statement (PostgreSQL): a sequencer step's round trips are most of its
-// time. The root row is inserted only if the state still had size.
+// time. The root row is inserted only if the state still had size, and the
+// statement fails otherwise (the cast of the message to an integer is the
+// error), so that a deferred write (Deferrer) fails its transaction's
+// commit, as a write run here fails at once.
 func appendPG(ctx context.Context, tx *gorm.DB, rows []logLeaf, nodes []logNode, size, end uint64, root []byte, now time.Time) error {
 	li, ll, lh := make([]int64, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
 	for i, r := range rows {
@@ -287,19 +298,21 @@ func appendPG(ctx context.Context, tx *gorm.DB, rows []logLeaf, nodes []logNode,
 	for i, n := range nodes {
 		nl[i], ni[i], nh[i] = int16(n.Level), int64(n.Idx), n.Hash
 	}
-	// Past gorm's statement builder, which would spell a slice out as a
-	// list: pgx sends each as an array.
-	res, err := tx.Statement.ConnPool.ExecContext(ctx, `WITH
+	const q = `WITH
   lv AS (INSERT INTO audit_log_leaves (idx, leaf, hash) SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bytea[])),
   nd AS (INSERT INTO audit_log_nodes (level, idx, hash) SELECT * FROM unnest($4::smallint[], $5::bigint[], $6::bytea[])),
-  st AS (UPDATE audit_log_state SET size = $7, root = $8 WHERE id = $9 AND size = $10 RETURNING 1)
-INSERT INTO audit_log_roots (size, root, created_at) SELECT $7, $8, $11 FROM st`,
-		li, ll, lh, nl, ni, nh, int64(end), root, stateID, int64(size), now)
-	if err != nil {
-		return fmt.Errorf("write leaves, nodes, state and root: %w", err)
+  st AS (UPDATE audit_log_state SET size = $7, root = $8 WHERE id = $9 AND size = $10 RETURNING 1),
+  rt AS (INSERT INTO audit_log_roots (size, root, created_at) SELECT $7, $8, $11 FROM st RETURNING 1)
+SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'audit log state changed under its lock' END)::int FROM rt`
+	args := []any{li, ll, lh, nl, ni, nh, int64(end), root, stateID, int64(size), now}
+	if d, ok := tx.Statement.ConnPool.(Deferrer); ok {
+		d.Defer(q, args...)
+		return nil
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("update state: size changed under the lock")
+	// Past gorm's statement builder, which would spell a slice out as a
+	// list: pgx sends each as an array.
+	if _, err := tx.Statement.ConnPool.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("write leaves, nodes, state and root: %w", err)
 	}
 	return nil
 }

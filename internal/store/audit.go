@@ -173,6 +173,9 @@ type AuditTx struct {
 	// the one read here still proves that the log only grew.
 	latest     *CheckpointRow
 	latestRead bool
+	// pipe is the step's transaction on PostgreSQL (see auditPipe): its
+	// writes are queued and sent with the next read or the commit.
+	pipe *auditPipe
 }
 
 // Audit returns the sequencer's part of the outbox on the database itself:
@@ -185,6 +188,9 @@ func (db *DB) Audit(ctx context.Context) *AuditTx {
 // writes through it (and through its Gorm, such as an audit.EmbeddedLog's
 // view) commits together when fn returns nil, and not at all otherwise.
 func (db *DB) InAuditTx(ctx context.Context, fn func(a *AuditTx) error) error {
+	if db.dialect == Postgres {
+		return translate(db.inAuditPipe(ctx, fn), "audit sequencer step")
+	}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return fn(&AuditTx{g: tx, dialect: db.dialect, inTx: true})
 	})
@@ -209,6 +215,10 @@ func (a *AuditTx) transaction(fn func(tx *gorm.DB) error) error {
 // sequencer step's time under concurrent forgets.
 // The state row is created when the store opens (ensureSequenceState).
 func (a *AuditTx) AssignSequence(max int) (int, error) {
+	if a.pipe != nil {
+		n, err := a.assignPiped(max)
+		return n, translate(err, "assign audit sequence")
+	}
 	n := 0
 	err := a.transaction(func(tx *gorm.DB) error {
 		if a.dialect == Postgres {
@@ -332,6 +342,13 @@ func (db *DB) SetAppended(ctx context.Context, n int64) error {
 
 // SetAppended is DB.SetAppended in a.
 func (a *AuditTx) SetAppended(n int64) error {
+	if a.pipe != nil {
+		pipeConn{a.pipe}.Defer(`UPDATE audit_sequence SET appended = $1 WHERE id = 1 AND appended < $1`, n)
+		if a.counters != nil && a.counters.Appended < n {
+			a.counters.Appended = n
+		}
+		return nil
+	}
 	err := a.g.Model(&SequenceState{}).Where("id = 1 AND appended < ?", n).Update("appended", n).Error
 	if err == nil && a.counters != nil && a.counters.Appended < n {
 		a.counters.Appended = n
@@ -396,6 +413,11 @@ func (db *DB) SaveCheckpoint(ctx context.Context, c CheckpointRow) error {
 
 // SaveCheckpoint is DB.SaveCheckpoint in a.
 func (a *AuditTx) SaveCheckpoint(c CheckpointRow) error {
+	if a.pipe != nil {
+		pipeConn{a.pipe}.Defer(`INSERT INTO audit_checkpoints (size, root, note, created_us) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+			c.Size, c.Root, c.Note, c.CreatedUS)
+		return nil
+	}
 	err := a.g.Clauses(clause.OnConflict{DoNothing: true}).Create(&c).Error
 	if errors.Is(err, gorm.ErrDuplicatedKey) {
 		return nil
