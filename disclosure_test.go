@@ -25,7 +25,7 @@ func TestDisclosuresRecordNoRetrieval(t *testing.T) {
 		}
 		retrievals := func() int64 {
 			t.Helper()
-			db.FlushRetrievals()
+			db.FlushRetrievals(context.Background())
 			g, err := db.Get(ctx, "default", h)
 			if err != nil {
 				t.Fatal(err)

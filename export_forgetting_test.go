@@ -42,7 +42,4 @@ func (db *DB) StoreSnapshot(ctx context.Context) (string, error) {
 	return b.String(), nil
 }
 
-// FlushRetrievals writes the queued retrieval statistics now.
-func (db *DB) FlushRetrievals() {
-	db.sweep.Flush()
-}
+

@@ -196,3 +196,8 @@ func (db *DB) RunPolicies(ctx context.Context) error { return db.sweep.Run(ctx) 
 // dropped because too many waited or the write failed since Open.
 // Dropping one loses a salience bump and a count; it never loses data.
 func (db *DB) DroppedRetrievals() int64 { return db.sweep.DroppedRetrievals() }
+
+// FlushRetrievals writes the queued retrieval statistics now, instead of
+// within the tracker's interval (Close writes them too). It returns when
+// they are written, or with ctx's error.
+func (db *DB) FlushRetrievals(ctx context.Context) error { return db.sweep.Flush(ctx) }

@@ -58,7 +58,7 @@ func aged(t *testing.T, db *lethe.DB, days float64, g lethe.Grain) string {
 
 func snapshot(t *testing.T, db *lethe.DB) string {
 	t.Helper()
-	db.FlushRetrievals()
+	db.FlushRetrievals(context.Background())
 	s, err := db.StoreSnapshot(context.Background())
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
@@ -510,7 +510,7 @@ func TestRetrievalTracking(t *testing.T) {
 			t.Errorf("archived grain after retrievals: %+v", a)
 		}
 		// Get is a lookup, not a retrieval.
-		db.FlushRetrievals()
+		db.FlushRetrievals(context.Background())
 		if g, _ := db.Get(ctx, "", h); g.RetrievalCount != 3 {
 			t.Errorf("Get counted as a retrieval: %d", g.RetrievalCount)
 		}

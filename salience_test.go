@@ -111,7 +111,7 @@ func TestSalienceFadesOverHTTP(t *testing.T) {
 	if s := call("recall", map[string]any{"subject": "mary"}, &page); s != http.StatusOK || len(page.Grains) != 1 {
 		t.Fatalf("recall: %d %+v", s, page)
 	}
-	db.FlushRetrievals()
+	db.FlushRetrievals(context.Background())
 	advance(80 * 24 * time.Hour)
 	res := archive()
 	if !slices.Equal(res.Hashes, []string{unused}) {

@@ -16,6 +16,9 @@
 // SQLite data directory, or the PostgreSQL database --floor names), with
 // the same data, counts and concurrency. That is the floor the HTTP path
 // is measured against: the report gives both and the ratio of their p50s.
+// After each of its phases the floor writes its queued retrieval
+// statistics, so that its background work does not run during the
+// server's next phase; the server's own background work is the server's.
 //
 // The token needs the writer, reader and dpo roles on the memory (an admin
 // token will do). Every grain goes to one fresh memory (load-<random>
@@ -440,6 +443,14 @@ func (c *config) load(ctx context.Context, lib *lethe.DB) (*report, error) {
 		var first *phase
 		for _, u := range runs {
 			p := c.work(ctx, name, n(u), func(ctx context.Context, i int) (int, error) { return job(u, ctx, i) })
+			if l, ok := u.t.(libTarget); ok {
+				// The floor's retrieval statistics are written before
+				// the server's next phase, not during it: the floor
+				// shares this machine (and, on PostgreSQL, the cluster).
+				if err := l.db.FlushRetrievals(ctx); err != nil && p.FirstError == "" {
+					p.FirstError = "flush retrieval statistics: " + err.Error()
+				}
+			}
 			if first == nil {
 				first = p
 			} else {

@@ -187,6 +187,7 @@ type Sweeper struct {
 	stats   retrievals
 	kick    chan struct{} // retrievalFlushSize grains wait
 	flushes chan chan struct{}
+	tracked chan struct{} // closed when the tracker has stopped
 	dropped atomic.Int64
 
 	triggers chan triggerEvent
@@ -226,6 +227,7 @@ func New(cfg Config) *Sweeper {
 	}
 	stopTracker := make(chan struct{})
 	trackerDone := make(chan struct{})
+	s.tracked = trackerDone
 	go func() {
 		defer close(trackerDone)
 		s.runTracker(stopTracker)

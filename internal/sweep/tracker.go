@@ -110,11 +110,23 @@ func (s *Sweeper) trackRetrievals(now time.Time, ids []int64) {
 // Dropping one loses a salience bump and a count; it never loses data.
 func (s *Sweeper) DroppedRetrievals() int64 { return s.dropped.Load() }
 
-// Flush writes the queued retrieval statistics now.
-func (s *Sweeper) Flush() {
+// Flush writes the queued retrieval statistics now. After Close it
+// returns at once: Close wrote them.
+func (s *Sweeper) Flush(ctx context.Context) error {
 	done := make(chan struct{})
-	s.flushes <- done
-	<-done
+	select {
+	case s.flushes <- done:
+	case <-s.tracked:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // retrievals are the statistics waiting for the tracker, by grain row id.
