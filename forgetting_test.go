@@ -952,3 +952,36 @@ func TestSchedulerTriggers(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushRetrievalsWritesNowAndAfterClose checks FlushRetrievals: the
+// statistics of a recall are stored when it returns (the tracker's interval
+// has not passed), and after Close it returns at once instead of waiting
+// for a tracker that has stopped.
+func TestFlushRetrievalsWritesNowAndAfterClose(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t, lethe.Config{DataDir: t.TempDir()})
+	h := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "flush-me", Relation: "is", Object: "recalled"})
+	for range 3 {
+		if p, err := db.Recall(ctx, lethe.Query{Subject: "flush-me"}); err != nil || len(p.Grains) != 1 {
+			t.Fatalf("recall: %+v, %v", p, err)
+		}
+	}
+	if err := db.FlushRetrievals(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, err := db.Get(ctx, "default", h)
+	if err != nil || g.RetrievalCount != 3 {
+		t.Fatalf("after FlushRetrievals: retrieval count %d (%v), want 3", g.RetrievalCount, err)
+	}
+	db.Close()
+	done := make(chan error, 1)
+	go func() { done <- db.FlushRetrievals(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("FlushRetrievals after Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("FlushRetrievals after Close did not return")
+	}
+}
