@@ -41,5 +41,3 @@ func (db *DB) StoreSnapshot(ctx context.Context) (string, error) {
 	}
 	return b.String(), nil
 }
-
-
