@@ -197,6 +197,19 @@ type EraseSpec struct {
 // returns what the erase would have destroyed with the error (Destroyed
 // only for a dry run).
 func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (*Erasure, error) {
+	if db.dialect == Postgres && spec.Kind == keys.KindUser && spec.Request == nil {
+		er, xid, dirty, ok, err := db.eraseUserPG(ctx, spec, mk)
+		if err != nil {
+			return er, translate(err, "erase")
+		}
+		if ok {
+			db.noteDestroyed(xid, dirty)
+			if !spec.DeferScrub {
+				db.ScrubErased(ctx)
+			}
+			return er, nil
+		}
+	}
 	var er *Erasure
 	var xid int64
 	var dirty []string // tables holding the destroyed keys' dead tuples
