@@ -5,12 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
 	"github.com/lethe-io/lethe/internal/audit"
@@ -98,6 +95,9 @@ func (p *auditPipe) send(ctx context.Context, more func(b *pgx.Batch), read func
 	if p.ended {
 		return errors.New("audit step: the transaction has ended")
 	}
+	if p.begun && len(p.queue) == 0 && more == nil {
+		return nil // nothing to send: the usual case of a read
+	}
 	b := &pgx.Batch{}
 	n := 0
 	if !p.begun {
@@ -112,17 +112,13 @@ func (p *auditPipe) send(ctx context.Context, more func(b *pgx.Batch), read func
 	if more != nil {
 		more(b)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
 	p.err = p.conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("postgres driver connection is %T, not pgx", dc)
+		pc, err := pgxConn(dc)
+		if err != nil {
+			return err
 		}
-		br := sc.Conn().SendBatch(ctx, b)
+		br := pc.SendBatch(ctx, b)
 		p.begun = true
-		var err error
 		for range n {
 			if _, err = br.Exec(); err != nil {
 				break
@@ -155,25 +151,15 @@ func (p *auditPipe) commit(ctx context.Context) error {
 	return err
 }
 
-// rollback ends a transaction that did not commit; a connection that cannot
-// is closed, and the pool drops it.
+// rollback ends a transaction that did not commit (see endTx).
 func (p *auditPipe) rollback(ctx context.Context) {
 	if p.ended || !p.begun {
 		return
 	}
 	p.ended = true
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	p.conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return nil
-		}
-		pc := sc.Conn()
-		if pc.PgConn().TxStatus() != 'I' && !pc.IsClosed() {
-			if _, err := pc.Exec(rctx, "ROLLBACK"); err != nil {
-				pc.Close(rctx)
-			}
+		if pc, err := pgxConn(dc); err == nil {
+			endTx(ctx, pc)
 		}
 		return nil
 	})

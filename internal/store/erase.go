@@ -197,23 +197,32 @@ type EraseSpec struct {
 // returns what the erase would have destroyed with the error (Destroyed
 // only for a dry run).
 func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (*Erasure, error) {
-	if db.dialect == Postgres && spec.Kind == keys.KindUser && spec.Request == nil {
-		er, xid, dirty, ok, err := db.eraseUserPG(ctx, spec, mk)
-		if err != nil {
-			return er, translate(err, "erase")
-		}
-		if ok {
-			db.noteDestroyed(xid, dirty)
-			if !spec.DeferScrub {
-				db.ScrubErased(ctx)
-			}
-			return er, nil
-		}
-	}
 	var er *Erasure
 	var xid int64
 	var dirty []string // tables holding the destroyed keys' dead tuples
-	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	var err error
+	done := false // by eraseUserPG
+	if db.dialect == Postgres && spec.Kind == keys.KindUser && spec.Request == nil {
+		er, xid, dirty, done, err = db.eraseUserPG(ctx, spec, mk)
+	}
+	if !done && err == nil {
+		er, xid, dirty, err = db.eraseTx(ctx, spec, mk)
+	}
+	if err != nil {
+		return er, translate(err, "erase")
+	}
+	db.noteDestroyed(xid, dirty)
+	if !spec.DeferScrub {
+		db.ScrubErased(ctx)
+	}
+	return er, nil
+}
+
+// eraseTx is EraseKey's transaction, on every store and for every kind:
+// it returns the erasure, the transaction's id (PostgreSQL) and the tables
+// holding the destroyed keys' dead tuples.
+func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (er *Erasure, xid int64, dirty []string, err error) {
+	err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		dirty = nil
 		if err := lockMemory(tx, db.dialect, spec.Memory, true); err != nil {
 			return err
@@ -341,14 +350,7 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 		}
 		return nil
 	})
-	if err != nil {
-		return er, translate(err, "erase")
-	}
-	db.noteDestroyed(xid, dirty)
-	if !spec.DeferScrub {
-		db.ScrubErased(ctx)
-	}
-	return er, nil
+	return er, xid, dirty, err
 }
 
 // ScrubErased removes the residue of the keys destroyed by erases that

@@ -3,11 +3,8 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
@@ -29,27 +26,7 @@ import (
 // job to finish first, or a hold on a scope, which needs a read of the
 // user's grains under it.
 func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (er *Erasure, xid int64, dirty []string, ok bool, err error) {
-	conn, err := db.conn(ctx)
-	if err != nil {
-		return nil, 0, nil, false, err
-	}
-	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
-		sc, isPgx := dc.(*stdlib.Conn)
-		if !isPgx {
-			return fmt.Errorf("postgres driver connection is %T, not pgx", dc)
-		}
-		pc := sc.Conn()
-		defer func() {
-			// Anything but a commit leaves the transaction to roll back.
-			if pc.PgConn().TxStatus() != 'I' && !pc.IsClosed() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				if _, err := pc.Exec(rctx, "ROLLBACK"); err != nil {
-					pc.Close(rctx) // the pool drops a closed connection
-				}
-			}
-		}()
+	err = db.pgConn(ctx, func(pc *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(lockMemorySQL(true, "$1", "$2"), int32(memoryLockClass), memoryLockKey(spec.Memory))
@@ -59,7 +36,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 			spec.Memory, string(keys.KindUser), spec.Name)
 		b.Queue(`SELECT COALESCE(SUM(c.n), 0) FROM user_grain_counts c WHERE c.key_id = (SELECT id FROM data_keys
 			WHERE memory = $1 AND kind = $2 AND name = $3 AND destroyed_us = 0 LIMIT 1)`, spec.Memory, string(keys.KindUser), spec.Name)
-		b.Queue(`SELECT id, kind, scope, user_ref FROM holds WHERE memory = $1 AND released_us = 0 ORDER BY id`, spec.Memory)
+		b.Queue(activeHoldsSQL, spec.Memory)
 		br := pc.SendBatch(ctx, b)
 		var jobs, count int64
 		var key KeyRow
@@ -84,20 +61,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 			err = br.QueryRow().Scan(&count)
 		}
 		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				for rows.Next() {
-					var h HoldRow
-					if err = rows.Scan(&h.ID, &h.Kind, &h.Scope, &h.UserRef); err != nil {
-						break
-					}
-					hs = append(hs, h)
-				}
-				rows.Close()
-				if err == nil {
-					err = rows.Err()
-				}
-			}
+			hs, err = scanHolds(br)
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr

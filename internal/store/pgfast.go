@@ -32,18 +32,71 @@ func (q batchExec) Exec(_ context.Context, sql string, args ...any) (pgconn.Comm
 
 // pgTx runs fn in a transaction on one pgx connection of the pool.
 func (db *DB) pgTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return db.pgConn(ctx, func(pc *pgx.Conn) error { return pgx.BeginFunc(ctx, pc, fn) })
+}
+
+// pgConn runs fn on one pgx connection of the pool, for statements sent
+// in batches (BEGIN and COMMIT among them). A transaction fn leaves open
+// is rolled back.
+func (db *DB) pgConn(ctx context.Context, fn func(pc *pgx.Conn) error) error {
 	conn, err := db.conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("postgres driver connection is %T, not pgx", dc)
+		pc, err := pgxConn(dc)
+		if err != nil {
+			return err
 		}
-		return pgx.BeginFunc(ctx, sc.Conn(), fn)
+		defer endTx(ctx, pc)
+		return fn(pc)
 	})
+}
+
+// pgxConn returns the pgx connection under a database/sql driver
+// connection (sql.Conn.Raw).
+func pgxConn(dc any) (*pgx.Conn, error) {
+	sc, ok := dc.(*stdlib.Conn)
+	if !ok {
+		return nil, fmt.Errorf("postgres driver connection is %T, not pgx", dc)
+	}
+	return sc.Conn(), nil
+}
+
+// endTx rolls back the transaction pc is in, if any: anything but a
+// commit. A connection that cannot roll back is closed, and the pool drops
+// it.
+func endTx(ctx context.Context, pc *pgx.Conn) {
+	if pc.PgConn().TxStatus() == 'I' || pc.IsClosed() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := pc.Exec(rctx, "ROLLBACK"); err != nil {
+		pc.Close(rctx)
+	}
+}
+
+// activeHoldsSQL reads a memory's active holds ($1) in id order, as
+// activeHolds does; scanHolds reads its result from a batch.
+const activeHoldsSQL = `SELECT id, kind, scope, user_ref FROM holds WHERE memory = $1 AND released_us = 0 ORDER BY id`
+
+func scanHolds(br pgx.BatchResults) ([]HoldRow, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var hs []HoldRow
+	for rows.Next() {
+		var h HoldRow
+		if err := rows.Scan(&h.ID, &h.Kind, &h.Scope, &h.UserRef); err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	return hs, rows.Err()
 }
 
 var grainColumns = []string{"id", "hash", "memory", "type", "namespace", "scope", "importance", "confidence", "salience",
@@ -263,31 +316,11 @@ func translatePG(err error, what string) error {
 // nothing, when the grain has other versions: the general path takes the
 // whole chain.
 func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, mk EventsFunc[*Deletion]) (del *Deletion, ok bool, err error) {
-	conn, err := db.conn(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
-		sc, isPgx := dc.(*stdlib.Conn)
-		if !isPgx {
-			return fmt.Errorf("postgres driver connection is %T, not pgx", dc)
-		}
-		pc := sc.Conn()
-		defer func() {
-			// Anything but a commit leaves the transaction to roll back.
-			if pc.PgConn().TxStatus() != 'I' && !pc.IsClosed() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				if _, err := pc.Exec(rctx, "ROLLBACK"); err != nil {
-					pc.Close(rctx) // the pool drops a closed connection
-				}
-			}
-		}()
+	err = db.pgConn(ctx, func(pc *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(`SELECT id, supersedes, superseded_by, scope, user_key_id, user_ref FROM grains WHERE memory = $1 AND hash = $2 FOR UPDATE`, memory, hash)
-		b.Queue(`SELECT id, kind, scope, user_ref FROM holds WHERE memory = $1 AND released_us = 0 ORDER BY id`, memory)
+		b.Queue(activeHoldsSQL, memory)
 		br := pc.SendBatch(ctx, b)
 		var r chainRow
 		var userRef []byte
@@ -303,20 +336,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 			}
 		}
 		if err == nil {
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				for rows.Next() {
-					var h HoldRow
-					if err = rows.Scan(&h.ID, &h.Kind, &h.Scope, &h.UserRef); err != nil {
-						break
-					}
-					hs = append(hs, h)
-				}
-				rows.Close()
-				if err == nil {
-					err = rows.Err()
-				}
-			}
+			hs, err = scanHolds(br)
 		}
 		if cerr := br.Close(); err == nil {
 			err = cerr

@@ -322,10 +322,10 @@ func waitOlder(ctx context.Context, conn *sql.Conn, xid int64, wait time.Duratio
 	}
 }
 
-// vacuumGrains runs a plain VACUUM of the grain tables, heap only, once no transaction
-// older than now may still see the rows deleted before it (bounded by
-// grainScrubWait: past it, the VACUUM runs anyway and the next forget's
-// VACUUM takes what this one had to keep).
+// vacuumGrains runs a plain VACUUM of the grain tables' heaps once no
+// transaction older than now may still see the rows deleted before it
+// (bounded by grainScrubWait: past it, the VACUUM runs anyway and the next
+// forget's VACUUM takes what this one had to keep).
 func (db *DB) vacuumGrains(ctx context.Context) error {
 	conn, err := db.conn(ctx)
 	if err != nil {
