@@ -6,16 +6,20 @@
 // Phases, in order, each bounded by its count and all by --duration:
 //
 //  1. add: --grains grains in batches of --batch, by --concurrency workers;
-//  2. recall: --recalls queries by subject (limit 10);
-//  3. get: --gets lookups by hash;
-//  4. forget: --forgets hard deletes by hash;
-//  5. erase: --erasures crypto-erasures of users (forget-user).
+//  2. ping: --pings requests that do no work (GET /healthz): the HTTP
+//     round trip itself, on this machine, between these two processes;
+//  3. recall: --recalls queries by subject (limit 10);
+//  4. get: --gets lookups by hash;
+//  5. forget: --forgets hard deletes by hash;
+//  6. erase: --erasures crypto-erasures of users (forget-user).
 //
 // With --floor, each phase runs a second time, right after, through the
 // library in this process (lethe.Open on a store of its own: a fresh
 // SQLite data directory, or the PostgreSQL database --floor names), with
 // the same data, counts and concurrency. That is the floor the HTTP path
-// is measured against: the report gives both and the ratio of their p50s.
+// is measured against: the report gives both, the ratio of their p50s and
+// their difference (the HTTP path's overhead), of which the ping phase's
+// p50 is the part any HTTP server pays here.
 // After each of its phases the floor writes its queued retrieval
 // statistics, so that its background work does not run during the
 // server's next phase; the server's own background work is the server's.
@@ -80,6 +84,7 @@ Flags:
   --grains N          grains to add (default 100000)
   --batch B           grains per add request (default 1000)
   --concurrency C     concurrent requests (default 4)
+  --pings N           requests that do no work, GET /healthz (default 2000)
   --recalls N         recall queries (default 10000)
   --gets N            grain lookups by hash (default 2000)
   --forgets N         forgets by hash (default 1000)
@@ -95,7 +100,8 @@ Flags:
 type config struct {
 	server, tokenFile, memory               string
 	grains, batch, concurrency              int
-	recalls, gets, forgets, erasures, users int
+	pings, recalls, gets, forgets, erasures int
+	users                                   int
 	duration                                time.Duration
 	json, allowRemote                       bool
 	floor                                   string
@@ -113,6 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.grains, "grains", 100000, "")
 	fs.IntVar(&c.batch, "batch", 1000, "")
 	fs.IntVar(&c.concurrency, "concurrency", 4, "")
+	fs.IntVar(&c.pings, "pings", 2000, "")
 	fs.IntVar(&c.recalls, "recalls", 10000, "")
 	fs.IntVar(&c.gets, "gets", 2000, "")
 	fs.IntVar(&c.forgets, "forgets", 1000, "")
@@ -167,7 +174,7 @@ func (c *config) check() error {
 		return fmt.Errorf("%w: --token-file is required", errUsage)
 	case c.grains < 1 || c.batch < 1 || c.batch > 10000 || c.concurrency < 1 || c.concurrency > 256:
 		return fmt.Errorf("%w: need --grains >= 1, --batch in [1,10000], --concurrency in [1,256]", errUsage)
-	case c.users < 1 || c.recalls < 0 || c.gets < 0 || c.forgets < 0 || c.erasures < 0:
+	case c.users < 1 || c.pings < 0 || c.recalls < 0 || c.gets < 0 || c.forgets < 0 || c.erasures < 0:
 		return fmt.Errorf("%w: counts must not be negative (and --users >= 1)", errUsage)
 	case c.forgets+c.erasures > c.grains:
 		return fmt.Errorf("%w: --forgets + --erasures exceed --grains", errUsage)
@@ -235,21 +242,27 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "server %s, memory %s, concurrency %d\n", r.Server, r.Memory, r.Concurrency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\trequests\titems\terrors\telapsed\titems/s\tp50\tp99\tmax\tp50/floor\t")
+	fmt.Fprintln(tw, "operation\trequests\titems\terrors\telapsed\titems/s\tp50\tp99\tmax\tp50/floor\tp50-floor\t")
 	for _, p := range r.Phases {
-		ratio := ""
+		ratio, over := "", ""
 		if p.Floor != nil && p.Floor.P50 > 0 {
 			ratio = fmt.Sprintf("%.2f×", float64(p.P50)/float64(p.Floor.P50))
+			over = signed(p.P50 - p.Floor.P50)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t%s\t\n", p.Name, p.Requests, p.Items, p.Errors,
-			p.Elapsed.Seconds(), p.PerSecond, ms(p.P50), ms(p.P99), ms(p.Max), ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t%s\t%s\t\n", p.Name, p.Requests, p.Items, p.Errors,
+			p.Elapsed.Seconds(), p.PerSecond, ms(p.P50), ms(p.P99), ms(p.Max), ratio, over)
 		if f := p.Floor; f != nil {
-			fmt.Fprintf(tw, "  library\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t\t\n", f.Requests, f.Items, f.Errors,
+			fmt.Fprintf(tw, "  library\t%d\t%d\t%d\t%.2fs\t%.0f\t%s\t%s\t%s\t\t\t\n", f.Requests, f.Items, f.Errors,
 				f.Elapsed.Seconds(), f.PerSecond, ms(f.P50), ms(f.P99), ms(f.Max))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, p := range r.Phases {
+		if p.Name == pingPhase {
+			fmt.Fprintf(w, "%s does no work: its p50 (%s) is the HTTP round trip between these processes, part of every p50-floor\n", p.Name, ms(p.P50))
+		}
 	}
 	for _, p := range r.Phases {
 		if p.FirstError != "" {
@@ -260,6 +273,14 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// signed is ms with a sign.
+func signed(d time.Duration) string {
+	if d < 0 {
+		return "-" + ms(-d)
+	}
+	return "+" + ms(d)
 }
 
 func ms(d time.Duration) string {
@@ -488,6 +509,13 @@ func (c *config) load(ctx context.Context, lib *lethe.DB) (*report, error) {
 		}
 	}
 
+	// The server only: the library has no round trip.
+	if c.pings > 0 {
+		r.Phases = append(r.Phases, c.work(ctx, pingPhase, c.pings, func(ctx context.Context, _ int) (int, error) {
+			return 1, c.call(ctx, http.MethodGet, "/healthz", nil, nil, http.StatusOK)
+		}))
+	}
+
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	subjects := make([]string, c.recalls)
 	for i := range subjects {
@@ -526,6 +554,9 @@ func (c *config) load(ctx context.Context, lib *lethe.DB) (*report, error) {
 	}
 	return r, nil
 }
+
+// pingPhase is the name of the phase of requests that do no work.
+const pingPhase = "ping (/healthz)"
 
 // call sends in as JSON and decodes the answer into out; any status other
 // than ok is an error carrying the server's code.

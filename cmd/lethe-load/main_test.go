@@ -4,11 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
@@ -41,7 +47,7 @@ func TestLoad(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	err = run(ctx, []string{"--server", srv.URL, "--token-file", tokFile, "--grains", "300", "--batch", "100",
-		"--users", "10", "--recalls", "50", "--gets", "20", "--forgets", "10", "--erasures", "2", "--json"}, &out, &errb)
+		"--users", "10", "--pings", "30", "--recalls", "50", "--gets", "20", "--forgets", "10", "--erasures", "2", "--json"}, &out, &errb)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
@@ -49,7 +55,7 @@ func TestLoad(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"add (batch)": 300, "recall": 50, "get": 20, "forget (hash)": 10, "erase (user)": 60}
+	want := map[string]int{"add (batch)": 300, pingPhase: 30, "recall": 50, "get": 20, "forget (hash)": 10, "erase (user)": 60}
 	for _, p := range r.Phases {
 		if p.Errors != 0 || p.Items != want[p.Name] || p.P99 < p.P50 {
 			t.Errorf("%s: %+v", p.Name, p)
@@ -73,4 +79,175 @@ func TestLoopbackOnly(t *testing.T) {
 			t.Errorf("%s is loopback", h)
 		}
 	}
+}
+
+func TestReportShowsTheOverheadOverTheFloor(t *testing.T) {
+	r := &report{Server: "http://127.0.0.1:1", Memory: "m", Concurrency: 1, Phases: []*phase{
+		{Name: pingPhase, Requests: 10, Items: 10, P50: 210 * time.Microsecond},
+		{Name: "recall", Requests: 10, Items: 10, P50: 540 * time.Microsecond,
+			Floor: &phase{Name: "recall", Requests: 10, Items: 10, P50: 150 * time.Microsecond}},
+		{Name: "get", Requests: 10, Items: 10, P50: 90 * time.Microsecond,
+			Floor: &phase{Name: "get", Requests: 10, Items: 10, P50: 100 * time.Microsecond}},
+	}}
+	var out bytes.Buffer
+	if err := r.print(&out, false); err != nil {
+		t.Fatal(err)
+	}
+	// Fields, not columns: the table's padding is tabwriter's.
+	var fields []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		fields = append(fields, strings.Join(strings.Fields(line), " "))
+	}
+	text := strings.Join(fields, "\n")
+	for _, want := range []string{"p50/floor p50-floor", "recall 10 10 0 0.00s 0 540µs 0µs 0µs 3.60× +390µs",
+		"get 10 10 0 0.00s 0 90µs 0µs 0µs 0.90× -10µs", "its p50 (210µs) is the HTTP round trip"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// bareEnv names, in a child process of this test binary, the file where
+// serveBare writes its addresses.
+const bareEnv = "LETHE_LOAD_BARE_ADDRS"
+
+func TestMain(m *testing.M) {
+	if f := os.Getenv(bareEnv); f != "" {
+		serveBare(f)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveBare serves, until its parent closes its stdin, a net/http server
+// whose one handler writes a constant and a TCP server that echoes every
+// byte, and writes their addresses to file.
+func serveBare(file string) {
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	go http.Serve(hl, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ok"}`))
+	}))
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(c, c)
+		}
+	}()
+	if err := os.WriteFile(file, []byte(hl.Addr().String()+" "+tl.Addr().String()), 0o600); err != nil {
+		panic(err)
+	}
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// BenchmarkLoopbackFloor measures what a request between two processes
+// costs on this machine before any server does any work: a one-byte TCP
+// exchange and a GET to a net/http server that writes a constant, each
+// with the server in a child process (cross-process) and, for contrast,
+// in this one (in-process). lethe-load's ping phase is the same GET to
+// lethe's /healthz (docs/performance.md).
+func BenchmarkLoopbackFloor(b *testing.B) {
+	file := filepath.Join(b.TempDir(), "addrs")
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), bareEnv+"="+file)
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer child.Wait()
+	defer stdin.Close()
+	var addrs []string
+	for range 500 {
+		if raw, err := os.ReadFile(file); err == nil && len(raw) > 0 {
+			addrs = strings.Fields(string(raw))
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(addrs) != 2 {
+		b.Fatal("the child server did not start")
+	}
+	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer local.Close()
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(c, c)
+		}
+	}()
+
+	tcp := func(addr string) func(b *testing.B) {
+		return func(b *testing.B) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			buf := []byte{1}
+			timed(b, func() error {
+				if _, err := c.Write(buf); err != nil {
+					return err
+				}
+				_, err := io.ReadFull(c, buf)
+				return err
+			})
+		}
+	}
+	get := func(url string) func(b *testing.B) {
+		return func(b *testing.B) {
+			hc := &http.Client{}
+			timed(b, func() error {
+				resp, err := hc.Get(url)
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				_, err = io.Copy(io.Discard, resp.Body)
+				return err
+			})
+		}
+	}
+	b.Run("tcp-1-byte/cross-process", tcp(addrs[1]))
+	b.Run("tcp-1-byte/in-process", tcp(echo.Addr().String()))
+	b.Run("http-get/cross-process", get("http://"+addrs[0]+"/"))
+	b.Run("http-get/in-process", get(local.URL+"/"))
+}
+
+// timed runs op b.N times and reports its p50 and p99 in µs.
+func timed(b *testing.B, op func() error) {
+	var ds []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(percentile(ds, 0.50))/1e3, "p50-µs")
+	b.ReportMetric(float64(percentile(ds, 0.99))/1e3, "p99-µs")
 }
