@@ -95,6 +95,9 @@ Flags:
                       "sqlite" (a fresh data directory) or a PostgreSQL URL
   --json              machine-readable report
   --allow-remote      allow a server that is not on a loopback address
+  --go-client         send through Go's http.Client instead of writing each
+                      request and reading its answer on the calling goroutine
+                      (https:// always uses http.Client)
 `
 
 type config struct {
@@ -103,10 +106,10 @@ type config struct {
 	pings, recalls, gets, forgets, erasures int
 	users                                   int
 	duration                                time.Duration
-	json, allowRemote                       bool
+	json, allowRemote, goClient             bool
 	floor                                   string
 	token                                   string
-	hc                                      *http.Client
+	client                                  sender
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -129,6 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.json, "json", false, "")
 	fs.StringVar(&c.floor, "floor", "", "")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "")
+	fs.BoolVar(&c.goClient, "go-client", false, "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
@@ -145,6 +149,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
+	if k, ok := c.client.(*connClient); ok {
+		defer k.close()
+	}
 	var lib *lethe.DB
 	if c.floor != "" {
 		cfg := lethe.Config{DataDir: filepath.Join(os.TempDir(), "lethe-load-floor-"+c.memory)}
@@ -197,8 +204,16 @@ func (c *config) check() error {
 		rand.Read(r[:])
 		c.memory = "load-" + hex.EncodeToString(r[:])
 	}
-	c.hc = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		MaxIdleConns: c.concurrency * 2, MaxIdleConnsPerHost: c.concurrency * 2, IdleConnTimeout: time.Minute}}
+	if c.goClient || u.Scheme != "http" {
+		c.client = goClient{&http.Client{Timeout: time.Minute, Transport: &http.Transport{
+			MaxIdleConns: c.concurrency * 2, MaxIdleConnsPerHost: c.concurrency * 2, IdleConnTimeout: time.Minute}}}
+	} else {
+		host := u.Host
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "80")
+		}
+		c.client = &connClient{addr: host, timeout: time.Minute}
+	}
 	return nil
 }
 
@@ -228,10 +243,13 @@ type phase struct {
 }
 
 type report struct {
-	Server      string   `json:"server"`
-	Memory      string   `json:"memory"`
-	Concurrency int      `json:"concurrency"`
-	Phases      []*phase `json:"phases"`
+	Server      string `json:"server"`
+	Memory      string `json:"memory"`
+	Concurrency int    `json:"concurrency"`
+	// Client is how requests are sent: "conn" (written and read on the
+	// calling goroutine, connClient) or "go" (Go's http.Client).
+	Client string   `json:"client"`
+	Phases []*phase `json:"phases"`
 }
 
 func (r *report) print(w io.Writer, asJSON bool) error {
@@ -240,7 +258,7 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(w, "server %s, memory %s, concurrency %d\n", r.Server, r.Memory, r.Concurrency)
+	fmt.Fprintf(w, "server %s, memory %s, concurrency %d, client %s\n", r.Server, r.Memory, r.Concurrency, r.Client)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "operation\trequests\titems\terrors\telapsed\titems/s\tp50\tp99\tmax\tp50/floor\tp50-floor\t")
 	for _, p := range r.Phases {
@@ -454,7 +472,10 @@ type side struct {
 // load runs every phase on the server and, with lib, each again right
 // after through the library, in a memory of the same name.
 func (c *config) load(ctx context.Context, lib *lethe.DB) (*report, error) {
-	r := &report{Server: c.server, Memory: c.memory, Concurrency: c.concurrency}
+	r := &report{Server: c.server, Memory: c.memory, Concurrency: c.concurrency, Client: "conn"}
+	if _, ok := c.client.(goClient); ok {
+		r.Client = "go"
+	}
 	runs := []*side{{t: httpTarget{c}}}
 	if lib != nil {
 		runs = append(runs, &side{t: libTarget{lib}})
@@ -577,19 +598,14 @@ func (c *config) call(ctx context.Context, method, path string, in, out any, ok 
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.hc.Do(req)
+	status, b, err := c.client.send(req)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if !slices.Contains(ok, resp.StatusCode) {
+	if !slices.Contains(ok, status) {
 		var e api.ErrorResponse
 		json.Unmarshal(b, &e)
-		return fmt.Errorf("%s %s: HTTP %d %s: %s", method, strings.SplitN(path, "?", 2)[0], resp.StatusCode, e.Code, e.Message)
+		return fmt.Errorf("%s %s: HTTP %d %s: %s", method, strings.SplitN(path, "?", 2)[0], status, e.Code, e.Message)
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,9 +24,15 @@ import (
 	"github.com/lethe-io/lethe/internal/auth"
 )
 
-// TestLoad runs a small load against a real server and checks every phase
-// ran without errors.
+// TestLoad runs a small load against a real server, through each client,
+// and checks every phase ran without errors.
 func TestLoad(t *testing.T) {
+	for _, client := range []string{"conn", "go"} {
+		t.Run(client, func(t *testing.T) { testLoad(t, client) })
+	}
+}
+
+func testLoad(t *testing.T, client string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := lethe.Open(ctx, lethe.Config{DataDir: dir})
@@ -46,14 +55,21 @@ func TestLoad(t *testing.T) {
 	defer srv.Close()
 
 	var out, errb bytes.Buffer
-	err = run(ctx, []string{"--server", srv.URL, "--token-file", tokFile, "--grains", "300", "--batch", "100",
-		"--users", "10", "--pings", "30", "--recalls", "50", "--gets", "20", "--forgets", "10", "--erasures", "2", "--json"}, &out, &errb)
+	args := []string{"--server", srv.URL, "--token-file", tokFile, "--grains", "300", "--batch", "100",
+		"--users", "10", "--pings", "30", "--recalls", "50", "--gets", "20", "--forgets", "10", "--erasures", "2", "--json"}
+	if client == "go" {
+		args = append(args, "--go-client")
+	}
+	err = run(ctx, args, &out, &errb)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, errb.String())
 	}
 	var r report
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
+	}
+	if r.Client != client {
+		t.Errorf("the report says client %q, want %q", r.Client, client)
 	}
 	want := map[string]int{"add (batch)": 300, pingPhase: 30, "recall": 50, "get": 20, "forget (hash)": 10, "erase (user)": 60}
 	for _, p := range r.Phases {
@@ -154,7 +170,8 @@ func serveBare(file string) {
 // costs on this machine before any server does any work: a one-byte TCP
 // exchange and a GET to a net/http server that writes a constant, each
 // with the server in a child process (cross-process) and, for contrast,
-// in this one (in-process). lethe-load's ping phase is the same GET to
+// in this one (in-process); the GET through Go's http.Client and, as
+// http-get-one-goroutine, written and read by the calling goroutine. lethe-load's ping phase is the same GET to
 // lethe's /healthz (docs/performance.md).
 func BenchmarkLoopbackFloor(b *testing.B) {
 	file := filepath.Join(b.TempDir(), "addrs")
@@ -231,10 +248,38 @@ func BenchmarkLoopbackFloor(b *testing.B) {
 			})
 		}
 	}
+	// conn is the same GET written and read on the caller's goroutine
+	// over one kept connection: no Transport, whose read and write loops
+	// are goroutines of their own.
+	conn := func(addr string) func(b *testing.B) {
+		return func(b *testing.B) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			br := bufio.NewReader(c)
+			req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+			timed(b, func() error {
+				if _, err := c.Write(req); err != nil {
+					return err
+				}
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				_, err = io.Copy(io.Discard, resp.Body)
+				return err
+			})
+		}
+	}
 	b.Run("tcp-1-byte/cross-process", tcp(addrs[1]))
 	b.Run("tcp-1-byte/in-process", tcp(echo.Addr().String()))
 	b.Run("http-get/cross-process", get("http://"+addrs[0]+"/"))
 	b.Run("http-get/in-process", get(local.URL+"/"))
+	b.Run("http-get-one-goroutine/cross-process", conn(addrs[0]))
+	b.Run("http-get-one-goroutine/in-process", conn(strings.TrimPrefix(local.URL, "http://")))
 }
 
 // timed runs op b.N times and reports its p50 and p99 in µs.
@@ -250,4 +295,76 @@ func timed(b *testing.B, op func() error) {
 	slices.Sort(ds)
 	b.ReportMetric(float64(percentile(ds, 0.50))/1e3, "p50-µs")
 	b.ReportMetric(float64(percentile(ds, 0.99))/1e3, "p99-µs")
+}
+
+// TestConnClient checks the one-goroutine client against net/http's
+// server: keep-alive reuse, bodies of both framings, a server that closes
+// the connection, and a kept connection the server closed meanwhile.
+func TestConnClient(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch r.URL.Path {
+		case "/close":
+			w.Header().Set("Connection", "close")
+		case "/big": // past net/http's buffer: chunked
+			w.Write(bytes.Repeat([]byte("x"), 10000))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write(append([]byte(r.Method+" "), body...))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	k := &connClient{addr: strings.TrimPrefix(srv.URL, "http://"), timeout: 5 * time.Second}
+	defer k.close()
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, srv.URL+path, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, b, err := k.send(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return status, string(b)
+	}
+	for i := range 5 {
+		if st, b := do(http.MethodPost, "/", fmt.Sprint(i)); st != http.StatusCreated || b != fmt.Sprintf("POST %d", i) {
+			t.Fatalf("POST: %d %q", st, b)
+		}
+	}
+	if st, b := do(http.MethodGet, "/big", ""); st != http.StatusOK || b != strings.Repeat("x", 10000) {
+		t.Fatalf("GET /big: %d, %d bytes", st, len(b))
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 6 requests on a kept connection", n)
+	}
+	do(http.MethodGet, "/close", "")
+	// A POST is not sent twice: the closed connection must not be kept.
+	if st, b := do(http.MethodPost, "/", "after"); st != http.StatusCreated || b != "POST after" {
+		t.Fatalf("POST after a closing response: %d %q", st, b)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections: the closed one was not replaced once", n)
+	}
+	// The server closes the kept connection; a GET goes again on a new one.
+	srv.CloseClientConnections()
+	time.Sleep(50 * time.Millisecond)
+	if st, b := do(http.MethodGet, "/", ""); st != http.StatusCreated || b != "GET " {
+		t.Fatalf("GET after the server closed the connection: %d %q", st, b)
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections after the server closed one", n)
+	}
 }
