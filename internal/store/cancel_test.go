@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // A read whose context is cancelled stops at once, and the connection it
@@ -45,4 +47,39 @@ func TestCancelledReadStops(t *testing.T) {
 			t.Fatalf("round %d: the next read on the connection: %d, %v", round, n, err)
 		}
 	}
+}
+
+// The reads that answer a recall and a lookup by hash refuse a context that
+// is already cancelled or past its deadline, before any statement, on
+// both stores; on SQLite their statements then run under a context that
+// cannot be cancelled (boundedCtx), so this check is what stops them.
+func TestBoundedReadsCheckTheContext(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, 1)
+		row := f.row(0, 0, "a", "b", "c")
+		if _, err := db.InsertGrains(ctx, f.memory, []*GrainRow{row}, nil); err != nil {
+			t.Fatal(err)
+		}
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		expired, stop := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		defer stop()
+		filter := Filter{Memory: f.memory, Subject: [][]byte{row.SubjectTok}}
+		for name, c := range map[string]context.Context{"cancelled": cancelled, "expired": expired, "live": ctx} {
+			_, gerr := db.GrainByHash(c, f.memory, row.Hash)
+			found, ferr := db.FindGrains(c, filter)
+			if name == "live" {
+				if gerr != nil || ferr != nil || len(found) != 1 {
+					t.Fatalf("live context: %v, %v, %d rows", gerr, ferr, len(found))
+				}
+				continue
+			}
+			for _, err := range []error{gerr, ferr} {
+				if !errors.Is(err, c.Err()) || grains.ErrorCode(err) != grains.CodeUnavailable {
+					t.Errorf("%s context: %v (code %s), want %v", name, err, grains.ErrorCode(err), c.Err())
+				}
+			}
+		}
+	})
 }

@@ -323,8 +323,12 @@ func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pendi
 
 // GrainByHash returns the grain with hash in memory, or a not_found error.
 func (db *DB) GrainByHash(ctx context.Context, memory, hash string) (*GrainRow, error) {
+	sctx, err := db.boundedCtx(ctx)
+	if err != nil {
+		return nil, translate(err, "read grain")
+	}
 	var rows []GrainRow
-	if err := db.gorm.WithContext(ctx).Select(withEpoch, memory).Where("hash = ? AND memory = ?", hash, memory).Limit(1).Find(&rows).Error; err != nil {
+	if err := db.gorm.WithContext(sctx).Select(withEpoch, memory).Where("hash = ? AND memory = ?", hash, memory).Limit(1).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read grain")
 	}
 	if len(rows) == 0 {
@@ -907,7 +911,11 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 // with ErrStaleScopes if the memory's scope generation moved since f's
 // tokens were made.
 func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any) ([]GrainRow, error) {
-	res, err := db.gorm.ConnPool.QueryContext(ctx, q, args...)
+	sctx, err := db.boundedCtx(ctx)
+	if err != nil {
+		return nil, translate(err, "find grains")
+	}
+	res, err := db.gorm.ConnPool.QueryContext(sctx, q, args...)
 	if err != nil {
 		return nil, translate(err, "find grains")
 	}
@@ -944,6 +952,28 @@ func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any) (
 		}
 	}
 	return out, nil
+}
+
+// boundedCtx returns the context for one of the statements that answer a
+// recall or a lookup by hash, after checking that ctx is still live. On
+// SQLite it cannot be cancelled: for a cancellable context database/sql
+// starts a goroutine per result set to watch it and go-sqlite3 registers a
+// watcher, which cost a recall of 10 grains 40-50 µs on the 2-core machine
+// of docs/performance.md, a quarter of the library call. Those statements
+// read a page's rows by index (a lookup by hash or by ids, or a recall's
+// merged branches), at worst the rows of one memory that a recall's other
+// conditions skip; one that has started runs to its end, and the caller's
+// next statement sees the cancellation. The text search and the vector
+// index's load, which read much more, keep the caller's context, as does
+// every statement on PostgreSQL, whose round trips can hang.
+func (db *DB) boundedCtx(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if db.dialect == SQLite {
+		return context.WithoutCancel(ctx), nil
+	}
+	return ctx, nil
 }
 
 // ErrStaleScopes is FindGrains' answer to a filter whose tokens were made
