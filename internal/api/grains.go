@@ -96,7 +96,11 @@ func (s *Server) recall(c *gin.Context, req *RecallRequest) (reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	return jsonReply{http.StatusOK, pageReply(page)}, nil
+	body := pageReply(page)
+	if p, ok := body.(pageJSON); ok {
+		return wireReply{http.StatusOK, p}, nil
+	}
+	return jsonReply{http.StatusOK, body}, nil
 }
 
 // pageJSON is a recall's page as the API writes it, with the grains as
@@ -163,7 +167,11 @@ func (s *Server) getGrain(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, grainReply(g))
+	if w, ok := grainReply(g).(*wireGrain); ok {
+		wireReply{http.StatusOK, w}.send(c)
+		return
+	}
+	c.JSON(http.StatusOK, g)
 }
 
 // grainReply returns g as a wireGrain (see pageJSON), or g itself if it is
