@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -106,28 +107,35 @@ func (k *connClient) sendOn(kc *keptConn, req *http.Request) (int, []byte, error
 		deadline = d
 	}
 	kc.c.SetDeadline(deadline)
+	// A cancelled request (a signal) stops its reads and writes at once;
+	// its connection is then not kept.
+	stop := context.AfterFunc(req.Context(), func() { kc.c.SetDeadline(time.Unix(1, 0)) })
+	status, b, keep, err := kc.exchange(req)
+	if stop() && keep {
+		k.put(kc)
+	} else {
+		kc.c.Close()
+	}
+	return status, b, err
+}
+
+// exchange writes req on kc and reads its response; keep reports whether
+// kc may carry the next request.
+func (kc *keptConn) exchange(req *http.Request) (status int, body []byte, keep bool, err error) {
 	// One write for the request line, headers and body.
 	if err := req.Write(kc.w); err != nil {
-		kc.c.Close()
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	if err := kc.w.Flush(); err != nil {
-		kc.c.Close()
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	resp, err := http.ReadResponse(kc.r, req)
 	if err != nil {
-		kc.c.Close()
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil || resp.Close {
-		kc.c.Close()
-	} else {
-		k.put(kc)
-	}
-	return resp.StatusCode, b, err
+	return resp.StatusCode, b, err == nil && !resp.Close, err
 }
 
 // close closes the kept connections.

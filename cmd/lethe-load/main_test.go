@@ -302,9 +302,13 @@ func timed(b *testing.B, op func() error) {
 // the connection, and a kept connection the server closed meanwhile.
 func TestConnClient(t *testing.T) {
 	var conns atomic.Int64
+	release := make(chan struct{})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		switch r.URL.Path {
+		case "/block":
+			<-release
+			return
 		case "/close":
 			w.Header().Set("Connection", "close")
 		case "/big": // past net/http's buffer: chunked
@@ -366,5 +370,18 @@ func TestConnClient(t *testing.T) {
 	}
 	if n := conns.Load(); n != 3 {
 		t.Fatalf("%d connections after the server closed one", n)
+	}
+	// A cancelled request returns while the server still holds it (the
+	// handler is released only after), and its connection is not kept.
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/block", strings.NewReader("x"))
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, _, err := k.send(req); err == nil {
+		t.Fatal("a cancelled request succeeded")
+	}
+	close(release)
+	do(http.MethodGet, "/", "")
+	if n := conns.Load(); n != 4 {
+		t.Fatalf("%d connections: the cancelled request's was kept", n)
 	}
 }
