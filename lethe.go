@@ -43,7 +43,8 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 }
 
 // Get returns the grain with hash in memory ("" means "default"),
-// superseded or archived included.
+// superseded or archived included. ctx is checked before its read; on
+// SQLite that read, one row by its index, is not interrupted once started.
 func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
