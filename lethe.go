@@ -67,10 +67,8 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 // the retrieval-time decay score, highest first. Recall records the
 // retrieval of what it returns (last_retrieved_at, retrieval_count, a
 // salience bump) in the background, without delaying the answer, unless
-// q.Disclosure is set. ctx is checked before each statement; on SQLite a
-// recall by fields does not interrupt a statement that has started (it
-// reads a page by index, at worst one memory's rows), while a text or
-// vector query does.
+// q.Disclosure is set. When ctx ends, the statement running is
+// interrupted.
 func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) { return db.recall.Recall(ctx, q) }
 
 // Supersede writes g as the new version of the grain oldHash in g.Memory

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"testing"
 	"time"
@@ -51,8 +52,9 @@ func TestCancelledReadStops(t *testing.T) {
 
 // The reads that answer a recall and a lookup by hash refuse a context that
 // is already cancelled or past its deadline, before any statement, on
-// both stores; on SQLite their statements then run under a context that
-// cannot be cancelled (boundedCtx), so this check is what stops them.
+// both stores. On SQLite the lookup by hash then runs under a context that
+// cannot be cancelled (boundedCtx), so this check is what stops it; the
+// recall's statement goes through queryDriver, which keeps the context.
 func TestBoundedReadsCheckTheContext(t *testing.T) {
 	forEachStore(t, func(t *testing.T, db *DB) {
 		ctx := context.Background()
@@ -82,4 +84,30 @@ func TestBoundedReadsCheckTheContext(t *testing.T) {
 			}
 		}
 	})
+}
+
+// queryDriver, the path of a recall's statements on SQLite, stops a
+// statement when its context is cancelled, and the pool's connection
+// serves the next read; its rows arrive as the driver's values.
+func TestQueryDriverStopsWhenCancelled(t *testing.T) {
+	db := openSQLite(t)
+	const long = "WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5000000000) SELECT COUNT(*) FROM c"
+	for round := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(50*time.Millisecond, cancel)
+		err := db.queryDriver(ctx, long, nil, func([]driver.Value) error { return nil })
+		stop.Stop()
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: %v, want the statement interrupted", round, err)
+		}
+		var got []driver.Value
+		err = db.queryDriver(context.Background(), "SELECT ?1 + 1, ?2, ?3", []any{41, "two", []byte{3}}, func(vals []driver.Value) error {
+			got = append(got, vals...)
+			return nil
+		})
+		if err != nil || len(got) != 3 || got[0] != int64(42) || got[1] != "two" || string(got[2].([]byte)) != "\x03" {
+			t.Fatalf("round %d: the next read: %v, %v", round, got, err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -57,9 +58,29 @@ const packedColumns = "id, hash, importance, confidence, salience, blob, " +
 	"pinned || ' ' || archived || ' ' || created_us || ' ' || last_retrieved_us || ' ' || retrieval_count || ' ' || user_key_id || ' ' || " +
 	epochExpr + " || ' ' || " + scopeGenExpr
 
-func scanPacked(rows *sql.Rows, r *GrainRow, memory string) error {
+// scanPacked fills r from a row of packedColumns, as the driver returns
+// its values (see queryDriver).
+func scanPacked(vals []driver.Value, r *GrainRow, memory string) error {
 	var packed string
-	if err := rows.Scan(&r.ID, &r.Hash, &r.Importance, &r.Confidence, &r.Salience, &r.Blob, &packed); err != nil {
+	var err error
+	if len(vals) != 7 {
+		return fmt.Errorf("grain row: %d columns", len(vals))
+	}
+	if r.ID, err = valInt(vals[0]); err != nil {
+		return err
+	}
+	if r.Hash, err = valString(vals[1]); err != nil {
+		return err
+	}
+	for i, p := range []*float64{&r.Importance, &r.Confidence, &r.Salience} {
+		if *p, err = valFloat(vals[2+i]); err != nil {
+			return err
+		}
+	}
+	if r.Blob, err = valBytes(vals[5]); err != nil {
+		return err
+	}
+	if packed, err = valString(vals[6]); err != nil {
 		return err
 	}
 	f := strings.Split(packed, " ")
@@ -911,37 +932,38 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 // with ErrStaleScopes if the memory's scope generation moved since f's
 // tokens were made.
 func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any) ([]GrainRow, error) {
-	sctx, err := db.boundedCtx(ctx)
-	if err != nil {
-		return nil, translate(err, "find grains")
-	}
-	res, err := db.gorm.ConnPool.QueryContext(sctx, q, args...)
-	if err != nil {
-		return nil, translate(err, "find grains")
-	}
-	defer res.Close()
 	var out []GrainRow
-	for res.Next() {
-		out = append(out, GrainRow{})
-		var err error
-		if db.dialect == SQLite {
-			err = scanPacked(res, &out[len(out)-1], f.Memory)
-		} else {
-			err = scanFound(res, &out[len(out)-1])
-		}
+	if db.dialect == SQLite {
+		err := db.queryDriver(ctx, q, args, func(vals []driver.Value) error {
+			out = append(out, GrainRow{})
+			return scanPacked(vals, &out[len(out)-1], f.Memory)
+		})
 		if err != nil {
 			return nil, translate(err, "find grains")
 		}
+	} else {
+		res, err := db.gorm.ConnPool.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, translate(err, "find grains")
+		}
+		defer res.Close()
+		for res.Next() {
+			out = append(out, GrainRow{})
+			if err := scanFound(res, &out[len(out)-1]); err != nil {
+				return nil, translate(err, "find grains")
+			}
+		}
+		if err := res.Err(); err != nil {
+			return nil, translate(err, "find grains")
+		}
+		res.Close()
 	}
-	if err := res.Err(); err != nil {
-		return nil, translate(err, "find grains")
-	}
-	res.Close()
 	if f.CheckScopeGen {
 		// The rows carry the generation of their statement's snapshot. With
 		// no rows, a later read is as good: the generation only grows, so
 		// if it has not moved now, it had not when the rows were read.
 		gen := int64(0)
+		var err error
 		if len(out) > 0 {
 			gen = out[0].ScopeGen
 		} else if gen, err = db.ScopeGeneration(ctx, f.Memory); err != nil {
@@ -954,18 +976,14 @@ func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any) (
 	return out, nil
 }
 
-// boundedCtx returns the context for one of the statements that answer a
-// recall or a lookup by hash, after checking that ctx is still live. On
-// SQLite it cannot be cancelled: for a cancellable context database/sql
-// starts a goroutine per result set to watch it and go-sqlite3 registers a
-// watcher, which cost a recall of 10 grains 40-50 µs on the 2-core machine
-// of docs/performance.md, a quarter of the library call. Those statements
-// read a page's rows by index (a lookup by hash or by ids, or a recall's
-// merged branches), at worst the rows of one memory that a recall's other
-// conditions skip; one that has started runs to its end, and the caller's
-// next statement sees the cancellation. The text search and the vector
-// index's load, which read much more, keep the caller's context, as does
-// every statement on PostgreSQL, whose round trips can hang.
+// boundedCtx returns the context for a read of one row by its unique
+// index (GrainByHash), after checking that ctx is still live. On SQLite it
+// cannot be cancelled: for a cancellable context database/sql starts a
+// goroutine per result set to watch it, and go-sqlite3 a watcher, which
+// cost more than the read (docs/performance.md); such a read, once
+// started, runs to its end. Reads of more rows on SQLite go through
+// queryDriver, which keeps the caller's context. On PostgreSQL, whose
+// round trips can hang, every statement keeps it.
 func (db *DB) boundedCtx(ctx context.Context) (context.Context, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

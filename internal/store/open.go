@@ -32,7 +32,10 @@ type Database struct {
 // FULL sync so a committed transaction survives power loss. secure_delete
 // zeroes freed cells and pages (a destroyed wrapped key, a forgotten sealed
 // row) in the pages a transaction writes; see scrub.go for the log.
-const sqliteParams = "?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=FULL&_secure_delete=on"
+// _stmt_cache_size keeps, per connection, the statements run through the
+// driver's own QueryContext (queryDriver) and database/sql's unprepared
+// calls prepared (go-sqlite3 finalizes them when the connection closes).
+const sqliteParams = "?_journal_mode=WAL&_busy_timeout=10000&_foreign_keys=on&_txlock=immediate&_synchronous=FULL&_secure_delete=on&_stmt_cache_size=32"
 
 // OpenDatabase opens d through gorm, with TranslateError, and checks that
 // it answers. A SQLite file is created with mode 0600, and an existing one
