@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
@@ -50,12 +49,8 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 			err = br.QueryRow().Scan(&jobs)
 		}
 		if err == nil {
-			err = br.QueryRow().Scan(&key.ID, &key.Memory, &key.Kind, &key.Name, &key.Wrapped, &key.Fingerprint, &key.CreatedUS, &key.DestroyedUS, &legacy)
-			if errors.Is(err, pgx.ErrNoRows) {
-				err = nil
-			} else {
-				found = err == nil
-			}
+			found, err = scanOptional(br.QueryRow(), &key.ID, &key.Memory, &key.Kind, &key.Name, &key.Wrapped, &key.Fingerprint,
+				&key.CreatedUS, &key.DestroyedUS, &legacy)
 		}
 		if err == nil {
 			err = br.QueryRow().Scan(&count)

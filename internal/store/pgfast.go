@@ -82,6 +82,16 @@ func endTx(ctx context.Context, pc *pgx.Conn) {
 // activeHolds does; scanHolds reads its result from a batch.
 const activeHoldsSQL = `SELECT id, kind, scope, user_ref FROM holds WHERE memory = $1 AND released_us = 0 ORDER BY id`
 
+// scanOptional scans row into dest and reports whether there was one: no
+// row is not an error.
+func scanOptional(row pgx.Row, dest ...any) (bool, error) {
+	err := row.Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func scanHolds(br pgx.BatchResults) ([]HoldRow, error) {
 	rows, err := br.Query()
 	if err != nil {
@@ -328,12 +338,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 		var hs []HoldRow
 		_, err := br.Exec()
 		if err == nil {
-			err = br.QueryRow().Scan(&r.ID, &r.Supersedes, &r.SupersededBy, &r.Scope, &r.UserKeyID, &userRef)
-			if errors.Is(err, pgx.ErrNoRows) {
-				err = nil
-			} else {
-				found = err == nil
-			}
+			found, err = scanOptional(br.QueryRow(), &r.ID, &r.Supersedes, &r.SupersededBy, &r.Scope, &r.UserKeyID, &userRef)
 		}
 		if err == nil {
 			hs, err = scanHolds(br)
