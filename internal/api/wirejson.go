@@ -62,9 +62,10 @@ func (p pageJSON) appendJSON(b []byte) ([]byte, error) {
 }
 
 // appendJSON appends g as encoding/json encodes a wireGrain: the fields
-// in their order, the omitempty ones only when set.
+// in their order, the omitempty ones only when set. The first error (a
+// float or a time encoding/json refuses) stops the rest.
 func (g *wireGrain) appendJSON(b []byte) ([]byte, error) {
-	b = append(b, '{')
+	var err error
 	first := true
 	key := func(k string) {
 		if !first {
@@ -81,13 +82,25 @@ func (g *wireGrain) appendJSON(b []byte) ([]byte, error) {
 			b = appendJSONString(b, v)
 		}
 	}
-	var err error
 	num := func(k string, v float64, omitEmpty bool) {
 		if (v != 0 || !omitEmpty) && err == nil {
 			key(k)
 			b, err = appendJSONFloat(b, v, 64)
 		}
 	}
+	flag := func(k string, v bool) {
+		if v {
+			key(k)
+			b = append(b, "true"...)
+		}
+	}
+	stamp := func(k string, t time.Time) {
+		if err == nil {
+			key(k)
+			b, err = appendJSONTime(b, t)
+		}
+	}
+	b = append(b, '{')
 	str("hash", g.Hash, true)
 	str("memory", g.Memory, true)
 	str("type", g.Type, false)
@@ -134,8 +147,8 @@ func (g *wireGrain) appendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			if b, err = appendJSONFloat(b, float64(v), 32); err != nil {
-				return nil, err
+			if err == nil {
+				b, err = appendJSONFloat(b, float64(v), 32)
 			}
 		}
 		b = append(b, ']')
@@ -143,28 +156,13 @@ func (g *wireGrain) appendJSON(b []byte) ([]byte, error) {
 	num("importance", g.Importance, false)
 	num("confidence", g.Confidence, false)
 	num("salience", g.Salience, false)
-	if g.Pinned {
-		key("pinned")
-		b = append(b, "true"...)
-	}
-	if g.Archived {
-		key("archived")
-		b = append(b, "true"...)
-	}
-	if err != nil {
-		return nil, err
-	}
-	key("created_at")
-	if b, err = appendJSONTime(b, g.CreatedAt); err != nil {
-		return nil, err
-	}
+	flag("pinned", g.Pinned)
+	flag("archived", g.Archived)
+	stamp("created_at", g.CreatedAt)
 	str("supersedes", g.Supersedes, true)
 	str("superseded_by", g.SupersededBy, true)
 	if g.LastRetrievedAt != nil {
-		key("last_retrieved_at")
-		if b, err = appendJSONTime(b, *g.LastRetrievedAt); err != nil {
-			return nil, err
-		}
+		stamp("last_retrieved_at", *g.LastRetrievedAt)
 	}
 	if g.RetrievalCount != 0 {
 		key("retrieval_count")
@@ -174,17 +172,13 @@ func (g *wireGrain) appendJSON(b []byte) ([]byte, error) {
 	if s := g.Scores; s != nil {
 		key("scores")
 		b = append(b, '{')
-		first = true
+		first = true // the keys of the nested object
 		num("retrieval", s.Retrieval, false)
 		num("salience", s.Salience, false)
 		num("retention", s.Retention, false)
 		b = append(b, '}')
-		first = false
 	}
-	if g.Erased {
-		key("erased")
-		b = append(b, "true"...)
-	}
+	flag("erased", g.Erased)
 	if err != nil {
 		return nil, err
 	}
