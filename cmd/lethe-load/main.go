@@ -281,8 +281,6 @@ func (r *report) print(w io.Writer, asJSON bool) error {
 		if p.Name == pingPhase {
 			fmt.Fprintf(w, "%s does no work: its p50 (%s) is the HTTP round trip between these processes, part of every p50-floor\n", p.Name, ms(p.P50))
 		}
-	}
-	for _, p := range r.Phases {
 		if p.FirstError != "" {
 			fmt.Fprintf(w, "%s: first error: %s\n", p.Name, p.FirstError)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -135,6 +134,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// bareHandler answers every request with a constant.
+var bareHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"status":"ok"}`))
+})
+
+// echo writes back every byte each connection of l sends, until l closes.
+func echo(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go io.Copy(c, c)
+	}
+}
+
 // serveBare serves, until its parent closes its stdin, a net/http server
 // whose one handler writes a constant and a TCP server that echoes every
 // byte, and writes their addresses to file.
@@ -147,19 +163,8 @@ func serveBare(file string) {
 	if err != nil {
 		panic(err)
 	}
-	go http.Serve(hl, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"status":"ok"}`))
-	}))
-	go func() {
-		for {
-			c, err := tl.Accept()
-			if err != nil {
-				return
-			}
-			go io.Copy(c, c)
-		}
-	}()
+	go http.Serve(hl, bareHandler)
+	go echo(tl)
 	if err := os.WriteFile(file, []byte(hl.Addr().String()+" "+tl.Addr().String()), 0o600); err != nil {
 		panic(err)
 	}
@@ -171,8 +176,8 @@ func serveBare(file string) {
 // exchange and a GET to a net/http server that writes a constant, each
 // with the server in a child process (cross-process) and, for contrast,
 // in this one (in-process); the GET through Go's http.Client and, as
-// http-get-one-goroutine, written and read by the calling goroutine. lethe-load's ping phase is the same GET to
-// lethe's /healthz (docs/performance.md).
+// http-get-one-goroutine, through lethe-load's connClient. lethe-load's
+// ping phase is the same GET to lethe's /healthz (docs/performance.md).
 func BenchmarkLoopbackFloor(b *testing.B) {
 	file := filepath.Join(b.TempDir(), "addrs")
 	child := exec.Command(os.Args[0], "-test.run=^$")
@@ -197,25 +202,14 @@ func BenchmarkLoopbackFloor(b *testing.B) {
 	if len(addrs) != 2 {
 		b.Fatal("the child server did not start")
 	}
-	local := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"status":"ok"}`))
-	}))
+	local := httptest.NewServer(bareHandler)
 	defer local.Close()
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	el, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go io.Copy(c, c)
-		}
-	}()
+	defer el.Close()
+	go echo(el)
 
 	tcp := func(addr string) func(b *testing.B) {
 		return func(b *testing.B) {
@@ -234,52 +228,29 @@ func BenchmarkLoopbackFloor(b *testing.B) {
 			})
 		}
 	}
-	get := func(url string) func(b *testing.B) {
+	// get sends the GET through one of lethe-load's senders: Go's
+	// http.Client, or connClient (written and read on the caller's
+	// goroutine, no Transport with read and write loops of their own).
+	get := func(s sender, url string) func(b *testing.B) {
 		return func(b *testing.B) {
-			hc := &http.Client{}
 			timed(b, func() error {
-				resp, err := hc.Get(url)
+				req, err := http.NewRequest(http.MethodGet, url, nil)
 				if err != nil {
 					return err
 				}
-				defer resp.Body.Close()
-				_, err = io.Copy(io.Discard, resp.Body)
+				_, _, err = s.send(req)
 				return err
 			})
 		}
 	}
-	// conn is the same GET written and read on the caller's goroutine
-	// over one kept connection: no Transport, whose read and write loops
-	// are goroutines of their own.
-	conn := func(addr string) func(b *testing.B) {
-		return func(b *testing.B) {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			br := bufio.NewReader(c)
-			req := []byte("GET / HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
-			timed(b, func() error {
-				if _, err := c.Write(req); err != nil {
-					return err
-				}
-				resp, err := http.ReadResponse(br, nil)
-				if err != nil {
-					return err
-				}
-				defer resp.Body.Close()
-				_, err = io.Copy(io.Discard, resp.Body)
-				return err
-			})
-		}
-	}
+	goc := func() sender { return goClient{&http.Client{}} }
+	conn := func(addr string) sender { return &connClient{addr: addr, timeout: time.Minute} }
 	b.Run("tcp-1-byte/cross-process", tcp(addrs[1]))
-	b.Run("tcp-1-byte/in-process", tcp(echo.Addr().String()))
-	b.Run("http-get/cross-process", get("http://"+addrs[0]+"/"))
-	b.Run("http-get/in-process", get(local.URL+"/"))
-	b.Run("http-get-one-goroutine/cross-process", conn(addrs[0]))
-	b.Run("http-get-one-goroutine/in-process", conn(strings.TrimPrefix(local.URL, "http://")))
+	b.Run("tcp-1-byte/in-process", tcp(el.Addr().String()))
+	b.Run("http-get/cross-process", get(goc(), "http://"+addrs[0]+"/"))
+	b.Run("http-get/in-process", get(goc(), local.URL+"/"))
+	b.Run("http-get-one-goroutine/cross-process", get(conn(addrs[0]), "http://"+addrs[0]+"/"))
+	b.Run("http-get-one-goroutine/in-process", get(conn(strings.TrimPrefix(local.URL, "http://")), local.URL+"/"))
 }
 
 // timed runs op b.N times and reports its p50 and p99 in µs.
