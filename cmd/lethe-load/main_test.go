@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -356,5 +357,34 @@ func TestConnClient(t *testing.T) {
 	do(http.MethodGet, "/", "")
 	if n := conns.Load(); n != 4 {
 		t.Fatalf("%d connections: the cancelled request's was kept", n)
+	}
+}
+
+// A request's latency ends when its answer has been read, not when the
+// client has decoded it; through the library, when the call returns.
+func TestLatencyEndsWhenTheAnswerIsRead(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"count":1}`))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	const pause = 300 * time.Millisecond // decoding, or the call's own work
+	for _, client := range []sender{&connClient{addr: u.Host, timeout: time.Minute}, goClient{srv.Client()}} {
+		c := &config{server: srv.URL, concurrency: 1, client: client}
+		answered := c.work(context.Background(), "answered", 3, func(ctx context.Context, _ int) (int, error) {
+			err := c.call(ctx, http.MethodGet, "/", nil, nil, http.StatusOK)
+			time.Sleep(pause)
+			return 1, err
+		})
+		if answered.Errors > 0 || answered.Max >= pause {
+			t.Errorf("%T: the latency (max %v, %s) includes what followed the answer", client, answered.Max, answered.FirstError)
+		}
+		returned := c.work(context.Background(), "returned", 3, func(ctx context.Context, _ int) (int, error) {
+			time.Sleep(pause)
+			return 1, nil
+		})
+		if returned.P50 < pause {
+			t.Errorf("%T: a job that sent nothing was timed %v, less than its %v", client, returned.P50, pause)
+		}
 	}
 }
