@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
 
 	"pgregory.net/rapid"
 
@@ -119,4 +124,39 @@ func BenchmarkPageJSON(b *testing.B) {
 			}
 		}
 	})
+}
+
+// An answer's buffer goes back to the pool cleared: grains in clear do not
+// stay in it after their answer was sent, on the encoder's path and on
+// encoding/json's (a NaN it refuses).
+func TestReplyBufferIsClearedAfterUse(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	for _, score := range []float64{0.5, math.NaN()} {
+		page := lethe.Page{Grains: []grains.Grain{{Hash: "h", Memory: "m", Subject: "penicillin allergy", Importance: score}}}
+		used := false
+		for try := 0; try < 100 && !used; try++ {
+			for range 8 { // what earlier answers left in the pool
+				replyBuffers.Get()
+			}
+			all := bytes.Repeat([]byte{0xff}, 8192)
+			mine := all[:0]
+			replyBuffers.Put(&mine)
+			rec := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(rec)
+			wireReply{http.StatusOK, pageReply(&page).(pageJSON)}.send(c)
+			if !bytes.Contains(rec.Body.Bytes(), []byte("penicillin")) && !math.IsNaN(score) {
+				t.Fatalf("the answer lacks the grain: %s", rec.Body.Bytes())
+			}
+			if all[0] == 0xff {
+				continue // the pool gave send another buffer (it may drop what is put)
+			}
+			used = true
+			if i := slices.IndexFunc(all, func(b byte) bool { return b != 0 && b != 0xff }); i >= 0 {
+				t.Errorf("score %v: the pooled buffer still holds the answer: %q", score, all[:min(len(all), 80)])
+			}
+		}
+		if !used {
+			t.Errorf("score %v: send never used the buffer put in the pool", score)
+		}
+	}
 }

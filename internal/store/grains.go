@@ -83,9 +83,16 @@ func scanPacked(vals []driver.Value, r *GrainRow, memory string) error {
 	if packed, err = valString(vals[6]); err != nil {
 		return err
 	}
-	f := strings.Split(packed, " ")
-	if len(f) != 14 {
-		return fmt.Errorf("grain row %d: %d packed fields", r.ID, len(f))
+	var f [14]string // no slice per row, as strings.Split made
+	n := 0
+	for rest, more := packed, true; more; n++ {
+		if n == len(f) {
+			return fmt.Errorf("grain row %d: more than %d packed fields", r.ID, len(f))
+		}
+		f[n], rest, more = strings.Cut(rest, " ")
+	}
+	if n != len(f) {
+		return fmt.Errorf("grain row %d: %d packed fields", r.ID, n)
 	}
 	r.Memory, r.Type, r.Namespace, r.Scope, r.Supersedes, r.SupersededBy, r.KeyChain = memory, f[0], f[1], f[2], f[3], f[4], f[5]
 	var ints [8]int64
@@ -924,15 +931,17 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 	// more than the query itself. The statement is prepared once, in
 	// gorm's cache of prepared statements.
 	q, args := db.findQuery(&f)
-	return db.queryFound(ctx, &f, q, args)
+	return db.queryFound(ctx, &f, q, args, f.Limit)
 }
 
 // queryFound runs q, a SELECT of foundColumns (packedColumns on SQLite) for
 // filter f, scans its rows by hand and, with f.CheckScopeGen set, fails
 // with ErrStaleScopes if the memory's scope generation moved since f's
 // tokens were made.
-func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any) ([]GrainRow, error) {
-	var out []GrainRow
+func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any, rows int) ([]GrainRow, error) {
+	// A GrainRow is about 400 bytes: grown by append from nothing, a page of
+	// 10 rows cost 15 KB of copies.
+	out := make([]GrainRow, 0, min(max(rows, 0), chunk))
 	if db.dialect == SQLite {
 		err := db.queryDriver(ctx, q, args, func(vals []driver.Value) error {
 			out = append(out, GrainRow{})
@@ -972,6 +981,9 @@ func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any) (
 		if gen != f.ScopeGen {
 			return nil, ErrStaleScopes
 		}
+	}
+	if len(out) == 0 {
+		return nil, nil
 	}
 	return out, nil
 }
