@@ -95,6 +95,17 @@ func checkJSON(b []byte) error {
 	if err := checkEscapes(b); err != nil {
 		return err
 	}
+	if err, ok := checkKeysFast(b); ok {
+		return err
+	}
+	return checkKeys(b)
+}
+
+// checkKeys is checkJSON's check of the keys, through encoding/json's
+// tokens: any JSON, but a token and often a map per value (5.7 ms and
+// 133,000 allocations for a batch of 1,000 grains). checkKeysFast answers
+// the common bodies first.
+func checkKeys(b []byte) error {
 	type frame struct {
 		obj, meta bool
 		keys      map[string]struct{}
@@ -275,4 +286,193 @@ func kindName(t reflect.Type) string {
 		return kindName(t.Elem())
 	}
 	return "another type"
+}
+
+// checkKeysFast is checkKeys for one JSON value whose keys hold no escape:
+// a scan of the bytes, the keys compared as they are written. ok is false
+// when the body is anything else (a syntax error, data after the value, an
+// escaped key, an object of more than keysMax keys, which it compares
+// pairwise, nesting deeper than depthMax), and then only checkKeys answers: what checkKeysFast answers
+// is what checkKeys would (TestCheckKeysFastAgreesWithTokens).
+func checkKeysFast(b []byte) (err error, ok bool) {
+	const depthMax, keysMax = 1000, 32
+	type frame struct {
+		obj, meta bool
+		keys      int // the object's keys are keys[frame.keys:]
+	}
+	var stackBuf [16]frame
+	var keysBuf [32][]byte
+	stack, keys := stackBuf[:0], keysBuf[:0]
+	i := 0
+	space := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+			i++
+		}
+	}
+	// str reads the string at b[i] ('"'), returns its bytes between the
+	// quotes and whether it holds an escape.
+	str := func() (s []byte, escaped, ok bool) {
+		start := i + 1
+		for j := start; j < len(b); j++ {
+			switch c := b[j]; {
+			case c == '"':
+				i = j + 1
+				return b[start:j], escaped, true
+			case c == '\\':
+				escaped = true
+				if j+1 >= len(b) {
+					return nil, false, false
+				}
+				switch b[j+1] {
+				case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+					j++
+				case 'u':
+					if _, ok := hex4(b[j+2:]); !ok {
+						return nil, false, false
+					}
+					j += 5
+				default:
+					return nil, false, false
+				}
+			case c < 0x20:
+				return nil, false, false
+			}
+		}
+		return nil, false, false
+	}
+	num := func() bool {
+		j := i
+		if j < len(b) && b[j] == '-' {
+			j++
+		}
+		digits := func() bool {
+			k := j
+			for j < len(b) && '0' <= b[j] && b[j] <= '9' {
+				j++
+			}
+			return j > k
+		}
+		switch {
+		case j < len(b) && b[j] == '0':
+			j++
+		case !digits():
+			return false
+		}
+		if j < len(b) && b[j] == '.' {
+			j++
+			if !digits() {
+				return false
+			}
+		}
+		if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+			j++
+			if j < len(b) && (b[j] == '+' || b[j] == '-') {
+				j++
+			}
+			if !digits() {
+				return false
+			}
+		}
+		i = j
+		return true
+	}
+	// value reads one value at b[i], after its space; containers push a
+	// frame and return, their contents read by the loop below.
+	lastKey := []byte(nil)
+	value := func() bool {
+		space()
+		if i >= len(b) {
+			return false
+		}
+		switch c := b[i]; {
+		case c == '{' || c == '[':
+			if len(stack) == depthMax {
+				return false
+			}
+			var top *frame
+			if n := len(stack); n > 0 {
+				top = &stack[n-1]
+			}
+			f := frame{obj: c == '{', keys: len(keys)}
+			f.meta = f.obj && top != nil && top.obj && !top.meta && string(lastKey) == "metadata"
+			stack = append(stack, f)
+			i++
+		case c == '"':
+			if _, _, ok := str(); !ok {
+				return false
+			}
+		case c == 't' || c == 'f' || c == 'n':
+			for _, lit := range []string{"true", "false", "null"} {
+				if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
+					i += len(lit)
+					return true
+				}
+			}
+			return false
+		default:
+			return num()
+		}
+		return true
+	}
+	if !value() {
+		return nil, false
+	}
+	// first: the innermost container was just opened, so its first member
+	// (or its end) comes next, not a comma.
+	first := len(stack) > 0
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		space()
+		if i >= len(b) {
+			return nil, false
+		}
+		end := byte(']')
+		if top.obj {
+			end = '}'
+		}
+		if b[i] == end {
+			i++
+			keys = keys[:top.keys]
+			stack = stack[:len(stack)-1]
+			first = false
+			continue
+		}
+		if !first {
+			if b[i] != ',' {
+				return nil, false
+			}
+			i++
+			space()
+		}
+		if top.obj {
+			if i >= len(b) || b[i] != '"' {
+				return nil, false
+			}
+			k, escaped, ok := str()
+			if !ok || escaped || len(keys)-top.keys >= keysMax {
+				return nil, false
+			}
+			for _, seen := range keys[top.keys:] {
+				if string(seen) == string(k) {
+					return keyError(string(k), "repeated key"), true
+				}
+			}
+			if !top.meta && !lowerASCII(string(k)) {
+				return keyError(string(k), "unknown field (field names are lowercase)"), true
+			}
+			keys, lastKey = append(keys, k), k
+			space()
+			if i >= len(b) || b[i] != ':' {
+				return nil, false
+			}
+			i++
+		}
+		n := len(stack)
+		if !value() {
+			return nil, false
+		}
+		first = len(stack) > n
+	}
+	space()
+	return nil, i == len(b)
 }

@@ -3,13 +3,17 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"pgregory.net/rapid"
 )
 
 // FuzzCheckJSON checks what checkJSON promises: a body it lets through
-// decodes without encoding/json repairing anything. Every string decoded
+// decodes without encoding/json repairing anything; and that its scan
+// (checkKeysFast) answers as encoding/json's tokens would. Every string decoded
 // holds U+FFFD only if the body spelled one, and every object keeps all its
 // keys (none repeated, so none lost).
 func FuzzCheckJSON(f *testing.F) {
@@ -21,6 +25,9 @@ func FuzzCheckJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, ok := checkKeysFast(b); ok && fmt.Sprint(got) != fmt.Sprint(checkKeys(b)) {
+			t.Fatalf("%q: checkKeysFast %v, checkKeys %v", b, got, checkKeys(b))
+		}
 		if checkJSON(b) != nil || !json.Valid(b) {
 			return
 		}
@@ -104,5 +111,106 @@ func countKeys(t *testing.T, b []byte) int {
 		default:
 			done()
 		}
+	}
+}
+
+// checkKeysFast answers a body only as checkKeys (encoding/json's tokens)
+// would: the same error, or none. Bodies are drawn with repeated keys,
+// keys in capitals, metadata objects (direct and nested), escaped keys,
+// numbers and literals right and wrong, and syntax errors spliced in:
+// missing colons and commas, trailing commas, data after the value.
+func TestCheckKeysFastAgreesWithTokens(t *testing.T) {
+	keys := rapid.SampledFrom([]string{"a", "b", "subject", "Subject", "metadata", "é", "sub\\u006aect", "", "x_y", "tags"})
+	scalars := rapid.SampledFrom([]string{`"s"`, `"\u00e9\n"`, `""`, `"a\"b"`, `0`, `-1.5e3`, `12`, `true`, `false`, `null`,
+		`01`, `-`, `1.`, `1e`, `tru`, `"\x"`, "\"\x01\""})
+	var value func(t *rapid.T, depth int) string
+	value = func(t *rapid.T, depth int) string {
+		kind := rapid.IntRange(0, 2).Draw(t, "kind")
+		if depth > 3 {
+			kind = 0
+		}
+		switch kind {
+		case 1:
+			n := rapid.IntRange(0, 5).Draw(t, "members")
+			parts := make([]string, n)
+			for i := range parts {
+				parts[i] = `"` + keys.Draw(t, "key") + `":` + value(t, depth+1)
+			}
+			return "{" + strings.Join(parts, ",") + "}"
+		case 2:
+			n := rapid.IntRange(0, 4).Draw(t, "items")
+			parts := make([]string, n)
+			for i := range parts {
+				parts[i] = value(t, depth+1)
+			}
+			return "[" + strings.Join(parts, " , ") + "]"
+		}
+		return scalars.Draw(t, "scalar")
+	}
+	fast := 0
+	rapid.Check(t, func(t *rapid.T) {
+		body := value(t, 0)
+		if rapid.Bool().Draw(t, "splice") {
+			at := rapid.IntRange(0, len(body)).Draw(t, "at")
+			bit := rapid.SampledFrom([]string{",", ":", "}", "]", "{", "[", " ", `"`, `{"a":1,"a":2}`, "x"}).Draw(t, "bit")
+			body = body[:at] + bit + body[at:]
+		}
+		if rapid.IntRange(0, 9).Draw(t, "trailing") == 0 {
+			body += " " + value(t, 0)
+		}
+		b := []byte(body)
+		got, ok := checkKeysFast(b)
+		if !ok {
+			return
+		}
+		fast++
+		if want := checkKeys(b); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: checkKeysFast %v, checkKeys %v", body, got, want)
+		}
+	})
+	if fast < 20 {
+		t.Errorf("checkKeysFast answered %d bodies: the test compares too little", fast)
+	}
+	// What a random body rarely holds: metadata within metadata, and
+	// objects within a metadata object (their keys are checked).
+	for _, body := range []string{`{"metadata":{"metadata":{"Subject":1}}}`, `{"metadata":{"K":[{"K":1}]}}`,
+		`[{"metadata":{"A":1}}]`, `{"a":{"metadata":{"B":1}}}`, `{"metadata":{"x":{"C":1}}}`, `{"metadata":{"A":1,"A":2}}`} {
+		got, ok := checkKeysFast([]byte(body))
+		if want := checkKeys([]byte(body)); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: checkKeysFast %v (answered %v), checkKeys %v", body, got, ok, want)
+		}
+	}
+}
+
+// A batch of grains without escaped keys is checked by the scan, not by
+// encoding/json's tokens.
+func BenchmarkCheckJSON(b *testing.B) {
+	var gs []map[string]any
+	for i := range 1000 {
+		gs = append(gs, map[string]any{"type": "fact", "subject": fmt.Sprintf("subject-%d", i), "relation": "rel-3",
+			"object": fmt.Sprintf("object-%d", i), "scope": "load/s2", "user_id": fmt.Sprintf("user-%d", i), "tags": []string{"t48"},
+			"importance": 0.5, "content": "some words of content here", "metadata": map[string]string{"Source": "load"}})
+	}
+	batch, _ := json.Marshal(map[string]any{"grains": gs})
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"batch-1000", batch}, {"recall", []byte(`{"subject":"subject-10","limit":10}`)}} {
+		b.Run(c.name+"/scan", func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				if err, ok := checkKeysFast(c.body); err != nil || !ok {
+					b.Fatal(err, ok)
+				}
+			}
+		})
+		b.Run(c.name+"/tokens", func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				if err := checkKeys(c.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
