@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,8 +132,12 @@ func BenchmarkPageJSON(b *testing.B) {
 // encoding/json's (a NaN it refuses).
 func TestReplyBufferIsClearedAfterUse(t *testing.T) {
 	gin.SetMode(gin.TestMode)
-	for _, score := range []float64{0.5, math.NaN()} {
-		page := lethe.Page{Grains: []grains.Grain{{Hash: "h", Memory: "m", Subject: "penicillin allergy", Importance: score}}}
+	for _, tc := range []struct {
+		score   float64
+		content string
+	}{{0.5, ""}, {math.NaN(), ""}, {0.5, strings.Repeat("x", 10000)}} { // the last outgrows the buffer
+		score, name := tc.score, fmt.Sprintf("score %v, content of %d bytes", tc.score, len(tc.content))
+		page := lethe.Page{Grains: []grains.Grain{{Hash: "h", Memory: "m", Subject: "penicillin allergy", Content: tc.content, Importance: score}}}
 		used := false
 		for try := 0; try < 100 && !used; try++ {
 			for range 8 { // what earlier answers left in the pool
@@ -152,11 +157,11 @@ func TestReplyBufferIsClearedAfterUse(t *testing.T) {
 			}
 			used = true
 			if i := slices.IndexFunc(all, func(b byte) bool { return b != 0 && b != 0xff }); i >= 0 {
-				t.Errorf("score %v: the pooled buffer still holds the answer: %q", score, all[:min(len(all), 80)])
+				t.Errorf("%s: the pooled buffer still holds the answer: %q", name, all[:min(len(all), 80)])
 			}
 		}
 		if !used {
-			t.Errorf("score %v: send never used the buffer put in the pool", score)
+			t.Errorf("%s: send never used the buffer put in the pool", name)
 		}
 	}
 }

@@ -39,8 +39,12 @@ func (r wireReply) send(c *gin.Context) {
 		// Data returns.
 		c.Data(r.status, "application/json; charset=utf-8", b)
 	}
-	// The answer held grains in clear: not left in the pool.
+	// The answer held grains in clear: not left in the pool, nor in the
+	// pooled buffer that an answer larger than it outgrew.
 	clear(b[:cap(b)])
+	if cap(b) != cap(*buf) {
+		clear((*buf)[:cap(*buf)])
+	}
 	if cap(b) <= maxPooledReply {
 		*buf = b[:0]
 		replyBuffers.Put(buf)
