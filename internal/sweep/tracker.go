@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -38,7 +37,7 @@ func (s *Sweeper) Recalled(q *grains.Query, gs []grains.Grain, ids []int64) {
 	}
 	s.score(gs, now)
 	if !isListing(q) {
-		rank(&s.policy.Retrieval, gs, now)
+		rank(&s.policy.Retrieval, gs)
 	}
 	s.trackRetrievals(now, ids)
 }
@@ -67,13 +66,13 @@ func (s *Sweeper) score(gs []grains.Grain, now time.Time) {
 
 // rank orders gs by relevance (1 for every exact match) times the
 // retrieval score, highest first; ties keep their order (newest first).
-// Pinned grains score 1.
-func rank(c *forgetting.RetrievalConfig, gs []grains.Grain, now time.Time) {
-	score := make(map[string]float64, len(gs))
-	for i := range gs {
-		score[gs[i].Hash] = c.Rank(1, forgetting.FactsOf(&gs[i]), now)
+// Pinned grains score 1. The scores are those score set (Scores.Retrieval,
+// Rank's score at the same time); with the decay off every grain ranks 1.
+func rank(c *forgetting.RetrievalConfig, gs []grains.Grain) {
+	if !c.Enabled {
+		return
 	}
-	sort.SliceStable(gs, func(i, j int) bool { return score[gs[i].Hash] > score[gs[j].Hash] })
+	slices.SortStableFunc(gs, func(a, b grains.Grain) int { return cmp.Compare(b.Scores.Retrieval, a.Scores.Retrieval) })
 }
 
 // trackRetrievals adds the retrieval of the grains with row ids ids to the
