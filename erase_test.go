@@ -552,3 +552,52 @@ func keyCreates(t *testing.T, db *lethe.DB) int {
 	}
 	return n
 }
+
+// A grain written again after its scope was erased is a new row: its blind
+// tokens are made with the scope's new index key, so the erased row is not
+// the one it repeats (a write deletes only an erased row holding its own
+// dedup token) and stays, unreadable, until the cleaner deletes it. Written
+// again after its user was erased, it has the same tokens (a user erasure
+// leaves the scope's index key), and the write deletes the erased row. The
+// model (TestModel's dropDead) once expected the first to be deleted too.
+func TestRewriteAfterErasureDeletesTheOldRowOnlyUnderTheSameIndexKey(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		db.PauseCleaner() // the rows an erasure leaves are counted below
+		if _, err := db.PurgeErased(ctx); err != nil { // what it may have done at open
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name  string
+			g     lethe.Grain
+			erase func() error
+			left  int // erased rows the rewrite leaves to the cleaner
+		}{
+			{"scope", lethe.Grain{Memory: "m", Type: "fact", Subject: "ada", Relation: "likes", Object: "paris", Scope: "d"},
+				func() error { _, err := db.EraseScope(ctx, "m", "d"); return err }, 1},
+			{"user", lethe.Grain{Memory: "m", Type: "fact", Subject: "ada", Relation: "likes", Object: "rome", Scope: "e", UserID: "u"},
+				func() error { _, err := db.ForgetUser(ctx, "m", "u"); return err }, 0},
+		} {
+			old, err := db.Add(ctx, c.g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.erase(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := db.Add(ctx, c.g)
+			if err != nil || again == old {
+				t.Fatalf("%s: the rewrite = %.8s, %v; the erased grain was %.8s", c.name, again, err, old)
+			}
+			if _, err := db.Get(ctx, "m", again); err != nil {
+				t.Fatalf("%s: the rewrite is unreadable: %v", c.name, err)
+			}
+			if n, err := db.PurgeErased(ctx); err != nil || n != c.left {
+				t.Fatalf("%s: PurgeErased after the rewrite = %d, %v; want %d", c.name, n, err, c.left)
+			}
+			if _, err := db.Get(ctx, "m", old); lethe.ErrorCode(err) != lethe.CodeNotFound {
+				t.Fatalf("%s: the erased grain: %v, want not_found", c.name, err)
+			}
+		}
+	})
+}

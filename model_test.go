@@ -66,7 +66,7 @@ func TestModel(t *testing.T) {
 			rapid.Check(t, func(rt *rapid.T) {
 				h.n++
 				m := &machine{h: h, memory: fmt.Sprintf("m%d", h.n), grains: map[string]*mgrain{},
-					users: map[string]bool{}, scopes: map[string]bool{}, holds: map[string]lethe.HoldSpec{}, steps: &steps}
+					users: map[string]bool{}, scopes: map[string]bool{}, holds: map[string]lethe.HoldSpec{}, gens: map[string]int{}, steps: &steps}
 				m.audit = m.auditSize(rt)
 				rt.Repeat(rapid.StateMachineActions(m))
 			})
@@ -92,6 +92,7 @@ type mgrain struct {
 	archived   bool
 	alive      bool // readable: no key of its chain destroyed
 	present    bool // its row exists (alive, or erased and not yet cleaned)
+	index      string // the index key its blind tokens were made with (machine.indexOf)
 	byUser     bool // made unreadable by a user erasure
 }
 
@@ -104,6 +105,7 @@ type machine struct {
 	users  map[string]bool
 	scopes map[string]bool
 	memKey bool
+	gens   map[string]int // how many times each key was made: the memory's (memGen), each scope's
 	holds  map[string]lethe.HoldSpec
 	audit  uint64
 	steps  *int
@@ -177,11 +179,13 @@ func (m *machine) ensureKeys(scope, user string) uint64 {
 	n := uint64(0)
 	if !m.memKey {
 		m.memKey = true
+		m.gens[memGen]++
 		n++
 	}
 	for _, p := range prefixes(scope) {
 		if !m.scopes[p] {
 			m.scopes[p] = true
+			m.gens[p]++
 			n++
 		}
 	}
@@ -204,11 +208,30 @@ func (m *machine) live(g lethe.Grain) *mgrain {
 	return nil
 }
 
-// dropDead models the deletion, at a write, of erased rows the write repeats.
+// memGen is the memory key's entry in machine.gens.
+const memGen = "\x00memory"
+
+// indexOf names the index key a grain written now in scope gets: it is
+// derived from the memory key and every prefix's scope key, so a scope or
+// memory erasure (a new key after it) changes it, and a user erasure does
+// not.
+func (m *machine) indexOf(scope string) string {
+	id := fmt.Sprint(m.gens[memGen])
+	for _, p := range prefixes(scope) {
+		id += fmt.Sprintf("/%d", m.gens[p])
+	}
+	return id
+}
+
+// dropDead models the deletion, at a write, of erased rows the write
+// repeats: rows with its dedup token, which the store finds by that token,
+// so only rows whose tokens were made with the index key the write uses.
+// An erased row of an erased scope or memory keeps its place until the
+// cleaner.
 func (m *machine) dropDead(g lethe.Grain) {
-	k := dedupKey(g)
+	k, index := dedupKey(g), m.indexOf(g.Scope)
 	for _, x := range m.grains {
-		if x.present && !x.alive && x.by == "" && dedupKey(x.g) == k {
+		if x.present && !x.alive && x.by == "" && dedupKey(x.g) == k && x.index == index {
 			x.present = false
 		}
 	}
@@ -218,7 +241,7 @@ func (m *machine) insert(g lethe.Grain, hash string) {
 	if _, ok := m.grains[hash]; ok {
 		panic("model: hash reused " + hash)
 	}
-	m.grains[hash] = &mgrain{hash: hash, g: g, alive: true, present: true}
+	m.grains[hash] = &mgrain{hash: hash, g: g, alive: true, present: true, index: m.indexOf(g.Scope)}
 	m.order = append(m.order, hash)
 }
 
@@ -622,6 +645,7 @@ func (m *machine) Hold(t *rapid.T) {
 		spec.UserID = rapid.SampledFrom(append(poolUsers[2:], "nobody")).Draw(t, "user")
 		if !m.memKey {
 			m.memKey = true
+			m.gens[memGen]++
 			m.audit++
 		}
 	} else {
@@ -877,7 +901,7 @@ func (m *machine) clone() *machine {
 		c.grains[h] = &y
 	}
 	c.order = slices.Clone(m.order)
-	c.users, c.scopes, c.holds = maps.Clone(m.users), maps.Clone(m.scopes), maps.Clone(m.holds)
+	c.users, c.scopes, c.holds, c.gens = maps.Clone(m.users), maps.Clone(m.scopes), maps.Clone(m.holds), maps.Clone(m.gens)
 	return &c
 }
 
