@@ -563,8 +563,10 @@ func keyCreates(t *testing.T, db *lethe.DB) int {
 func TestRewriteAfterErasureDeletesTheOldRowOnlyUnderTheSameIndexKey(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
 		ctx := context.Background()
-		db.PauseCleaner() // the rows an erasure leaves are counted below
-		if _, err := db.PurgeErased(ctx); err != nil { // what it may have done at open
+		// The rows an erasure leaves are counted below: the cleaner paused,
+		// and what it may have done at open done now.
+		db.PauseCleaner()
+		if _, err := db.PurgeErased(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {

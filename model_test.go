@@ -90,10 +90,10 @@ type mgrain struct {
 	supersedes string
 	by         string // superseded_by
 	archived   bool
-	alive      bool // readable: no key of its chain destroyed
-	present    bool // its row exists (alive, or erased and not yet cleaned)
+	alive      bool   // readable: no key of its chain destroyed
+	present    bool   // its row exists (alive, or erased and not yet cleaned)
 	index      string // the index key its blind tokens were made with (machine.indexOf)
-	byUser     bool // made unreadable by a user erasure
+	byUser     bool   // made unreadable by a user erasure
 }
 
 // machine is the model of one memory, and the rapid state machine.
