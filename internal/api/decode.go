@@ -292,8 +292,9 @@ func kindName(t reflect.Type) string {
 // a scan of the bytes, the keys compared as they are written. ok is false
 // when the body is anything else (a syntax error, data after the value, an
 // escaped key, an object of more than keysMax keys, which it compares
-// pairwise, nesting deeper than depthMax), and then only checkKeys answers: what checkKeysFast answers
-// is what checkKeys would (TestCheckKeysFastAgreesWithTokens).
+// pairwise, nesting deeper than depthMax), and then only checkKeys
+// answers. What checkKeysFast answers is what checkKeys would
+// (TestCheckKeysFastAgreesWithTokens).
 func checkKeysFast(b []byte) (err error, ok bool) {
 	const depthMax, keysMax = 1000, 32
 	type frame struct {
