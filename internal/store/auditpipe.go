@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -199,14 +200,8 @@ func (a *AuditTx) assignPiped(max int) (int, error) {
 		if lock {
 			b.Queue("SELECT pg_advisory_xact_lock($1)", int64(sequencerLock))
 		}
-		b.Queue(`UPDATE audit_events SET seq = (SELECT next_seq FROM audit_sequence WHERE id = 1) + r.rn - 1
-			FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM audit_events WHERE seq IS NULL ORDER BY id LIMIT $1) AS r
-			WHERE audit_events.id = r.id RETURNING audit_events.seq, audit_events.event_id, audit_events.leaf`, max)
-		b.Queue(`UPDATE audit_sequence SET next_seq = next_seq + (SELECT count(*) FROM audit_events WHERE seq >= audit_sequence.next_seq)
-			WHERE id = 1 RETURNING id, next_seq, appended,
-			(SELECT size FROM audit_checkpoints ORDER BY size DESC LIMIT 1),
-			(SELECT root FROM audit_checkpoints ORDER BY size DESC LIMIT 1),
-			(SELECT note FROM audit_checkpoints ORDER BY size DESC LIMIT 1)`)
+		b.Queue(strings.Replace(numberEvents, "?", "$1", 1), max)
+		b.Queue(advanceSequencePiped)
 	}, func(br pgx.BatchResults) error {
 		if lock {
 			if _, err := br.Exec(); err != nil {

@@ -159,6 +159,14 @@ func explain(t *testing.T, db *DB, f *Filter) string {
 		t.Fatal(err)
 	}
 	q, args := db.findQuery(f)
+	return explainSQL(t, db, q, args...)
+}
+
+// explainSQL returns the plan of statement q (placeholders in db's
+// dialect) with args: one line per row of EXPLAIN (PostgreSQL) or EXPLAIN
+// QUERY PLAN (SQLite).
+func explainSQL(t *testing.T, db *DB, q string, args ...any) string {
+	t.Helper()
 	prefix := "EXPLAIN "
 	if db.dialect == SQLite {
 		prefix = "EXPLAIN QUERY PLAN "

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// eventScan finds a plan's reading of every row of audit_events.
+var eventScan = regexp.MustCompile(`(?m)^.*(Seq Scan on audit_events|SCAN audit_events\b).*$`)
+
+// TestSequencerStepReadsNoEventByScan checks that a sequencer step's
+// statements (the numbering of new events, and on PostgreSQL the counter
+// that follows it in the same pipeline) find their events through an
+// index whatever the size of the log (on PostgreSQL, once it is more than
+// one page), before and after the database's statistics: a step that read the log by a sequential scan cost each
+// forget's proof in proportion to the events ever written. It then runs a
+// step and checks the counter and the indexes it gave.
+func TestSequencerStepReadsNoEventByScan(t *testing.T) {
+	for _, n := range []int{0, 100, 3000, 30000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, db *DB) {
+				ctx := context.Background()
+				numbered := fmt.Sprintf(`INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
+					SELECT 'old-' || g, 'default', 'test', X'00', g, 0 FROM generate_series(0, %d) AS g`, n-1)
+				if db.dialect == SQLite {
+					numbered = fmt.Sprintf(`WITH RECURSIVE c(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM c WHERE g < %d)
+						INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
+						SELECT 'old-' || g, 'default', 'test', X'00', g, 0 FROM c`, n-1)
+				} else {
+					numbered = strings.Replace(numbered, "X'00'", `'\x00'::bytea`, 1)
+				}
+				if n > 0 {
+					if err := db.gorm.Exec(numbered).Error; err != nil {
+						t.Fatal(err)
+					}
+					if err := db.gorm.Exec("UPDATE audit_sequence SET next_seq = ?, appended = ? WHERE id = 1", n, n).Error; err != nil {
+						t.Fatal(err)
+					}
+				}
+				evs := make([]Event, 5)
+				for i := range evs {
+					evs[i] = Event{ID: fmt.Sprintf("new-%d", i), Memory: "default", Type: "test", Leaf: []byte{byte(i)}}
+				}
+				if err := db.AppendEvents(ctx, time.Now().UnixMicro(), evs); err != nil {
+					t.Fatal(err)
+				}
+				check := func(stage string) {
+					t.Helper()
+					stmts := []string{db.rebind(numberEvents)}
+					if db.dialect == Postgres {
+						stmts = append(stmts, advanceSequencePiped)
+					}
+					for _, q := range stmts {
+						args := []any{100}
+						if !strings.Contains(q, "$1") && !strings.Contains(q, "?") {
+							args = nil
+						}
+						// A table of one page is read whole either way.
+						if plan := explainSQL(t, db, q, args...); eventScan.MatchString(plan) && (db.dialect == SQLite || !onePage(t, db, "audit_events")) {
+							t.Errorf("%s, %d events: a step's statement reads every event:\n%s\n%s", stage, n, q, plan)
+						}
+					}
+				}
+				check("fresh")
+				if err := db.gorm.Exec("ANALYZE audit_events").Error; err != nil {
+					t.Fatal(err)
+				}
+				check("analyzed")
+
+				err := db.InAuditTx(ctx, func(a *AuditTx) error {
+					got, err := a.AssignSequence(100)
+					if err != nil || got != len(evs) {
+						return fmt.Errorf("numbered %d (%v), want %d", got, err, len(evs))
+					}
+					next, _, err := a.SequenceCounters()
+					if err != nil || next != int64(n+len(evs)) {
+						return fmt.Errorf("counter %d (%v) in the step, want %d", next, err, n+len(evs))
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				next, _, err := db.SequenceCounters(ctx)
+				if err != nil || next != int64(n+len(evs)) {
+					t.Fatalf("counter %d (%v), want %d", next, err, n+len(evs))
+				}
+				for i, e := range evs {
+					c, err := db.CommittedEvent(ctx, e.ID)
+					if err != nil || !c.Sequenced || c.Index != uint64(n+i) {
+						t.Fatalf("event %s: %+v (%v), want index %d", e.ID, c, err, n+i)
+					}
+				}
+			})
+		})
+	}
+}
