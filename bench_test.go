@@ -3,8 +3,12 @@ package lethe_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -399,4 +403,72 @@ func BenchmarkRecallMatrix(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkMachine measures what this machine charges for the operations
+// every figure in docs/performance.md rests on, so that figures from two
+// machines can be compared: a system call (getpid), a 4 KiB read of a file
+// in the page cache (what SQLite pays per page its own cache misses) and a
+// loopback TCP round trip of one byte each way between two goroutines (what
+// every HTTP request and PostgreSQL statement pays at least once). It
+// measures the machine, not lethe.
+func BenchmarkMachine(b *testing.B) {
+	b.Run("getpid", func(b *testing.B) {
+		for b.Loop() {
+			syscall.Getpid()
+		}
+	})
+	b.Run("pread-4KiB", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "pages"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.Write(make([]byte, 1<<20)); err != nil {
+			b.Fatal(err)
+		}
+		page := make([]byte, 4096)
+		for i := 0; b.Loop(); i++ {
+			if _, err := f.ReadAt(page, int64(i%256)*4096); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tcp-round-trip", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			buf := make([]byte, 1)
+			for {
+				if _, err := io.ReadFull(c, buf); err != nil {
+					return
+				}
+				if _, err := c.Write(buf); err != nil {
+					return
+				}
+			}
+		}()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		buf := make([]byte, 1)
+		for b.Loop() {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
