@@ -688,7 +688,11 @@ func BenchmarkExportHistory(b *testing.B) {
 		b.Fatal(err)
 	}
 	rcpt := id.Recipient().String()
-	for _, others := range []int{0, 1000} {
+	for _, c := range []struct {
+		others int
+		memory string // of the other events
+	}{{0, ""}, {1000, ""}, {1000, "elsewhere"}} {
+		others := c.others
 		db := openBench(b, lethe.Config{DataDir: b.TempDir()})
 		h, err := db.Add(ctx, lethe.Grain{Type: "fact", Subject: "bench", Relation: "v", Object: "0", UserID: "bench-user"})
 		if err != nil {
@@ -700,23 +704,27 @@ func BenchmarkExportHistory(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		o, err := db.Add(ctx, lethe.Grain{Type: "fact", Subject: "other", Relation: "v", Object: "0"})
+		o, err := db.Add(ctx, lethe.Grain{Memory: c.memory, Type: "fact", Subject: "other", Relation: "v", Object: "0"})
 		if err != nil {
 			b.Fatal(err)
 		}
 		for i := 1; i <= others; i++ {
-			if o, err = db.Supersede(ctx, o, lethe.Grain{Type: "fact", Object: fmt.Sprint(i)}); err != nil {
+			if o, err = db.Supersede(ctx, o, lethe.Grain{Memory: c.memory, Type: "fact", Object: fmt.Sprint(i)}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.Run(fmt.Sprintf("history/other_events=%d", others), func(b *testing.B) {
+		where := ""
+		if c.memory != "" {
+			where = "_in_" + c.memory
+		}
+		b.Run(fmt.Sprintf("history/other_events=%d%s", others, where), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if _, err := db.ExportHistory(ctx, lethe.HistoryRequest{Hash: first, Recipient: rcpt}); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-		b.Run(fmt.Sprintf("subject_export/other_events=%d", others), func(b *testing.B) {
+		b.Run(fmt.Sprintf("subject_export/other_events=%d%s", others, where), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if _, err := db.ExportUser(ctx, "", "bench-user", rcpt); err != nil {
 					b.Fatal(err)

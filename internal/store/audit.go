@@ -22,9 +22,9 @@ var _ audit.Events = (*DB)(nil)
 // EventRow is an outbox row. Seq is the leaf index, assigned by the
 // sequencer after commit; nil until then.
 type EventRow struct {
-	ID        int64  `gorm:"primaryKey;autoIncrement"`
+	ID        int64  `gorm:"primaryKey;autoIncrement;index:idx_audit_events_memory,priority:2"`
 	EventID   string `gorm:"size:32;not null;uniqueIndex:idx_audit_events_event"`
-	Memory    string `gorm:"size:64;not null"`
+	Memory    string `gorm:"size:64;not null;index:idx_audit_events_memory,priority:1"`
 	Type      string `gorm:"size:32;not null"`
 	Leaf      []byte `gorm:"not null"`
 	Seq       *int64 `gorm:"uniqueIndex:idx_audit_events_seq"`

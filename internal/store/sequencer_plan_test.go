@@ -99,3 +99,71 @@ func TestSequencerStepReadsNoEventByScan(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryEventsReadTheirMemoryOnly checks that a memory's events (for a
+// version-chain export) are read through the memory's part of
+// idx_audit_events_memory, not by reading every memory's events, at every
+// size of the log, before and after the statistics; and that MemoryEvents
+// returns exactly the memory's events of the types asked, in order, across
+// pages.
+func TestMemoryEventsReadTheirMemoryOnly(t *testing.T) {
+	for _, c := range []struct{ others, mine int }{{0, 3}, {3000, 40}, {30000, 2500}} {
+		t.Run(fmt.Sprint(c.others), func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, db *DB) {
+				ctx := context.Background()
+				// Event g of memory m has type t-(g mod 3): t-0 and t-1 are asked for.
+				insert := func(memory string, from, n int) {
+					t.Helper()
+					q := fmt.Sprintf(`INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
+						SELECT '%[1]s-' || g, '%[1]s', 't-' || (g %% 3), '\x00'::bytea, NULL, 0 FROM generate_series(%[2]d, %[3]d) AS g`, memory, from, from+n-1)
+					if db.dialect == SQLite {
+						q = fmt.Sprintf(`WITH RECURSIVE c(g) AS (SELECT %[2]d UNION ALL SELECT g + 1 FROM c WHERE g < %[3]d)
+							INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
+							SELECT '%[1]s-' || g, '%[1]s', 't-' || (g %% 3), X'00', NULL, 0 FROM c`, memory, from, from+n-1)
+					}
+					if n > 0 {
+						if err := db.gorm.Exec(q).Error; err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				// Interleaved: the memory's events among the others'.
+				insert("other", 0, c.others/2)
+				insert("mine", 0, c.mine)
+				insert("other", c.others/2, c.others-c.others/2)
+				types := []string{"t-0", "t-1"}
+				check := func(stage string) {
+					t.Helper()
+					plan := explainSQL(t, db, db.rebind(memoryEventsQuery(len(types))), "mine", "t-0", "t-1", 0, 2000)
+					// A log of a few events is read whole either way.
+					if !strings.Contains(plan, "idx_audit_events_memory") && c.others > 0 {
+						t.Errorf("%s, %d other events: the memory's events are not read through its index:\n%s", stage, c.others, plan)
+					}
+				}
+				check("fresh")
+				if err := db.gorm.Exec("ANALYZE audit_events").Error; err != nil {
+					t.Fatal(err)
+				}
+				check("analyzed")
+				got, err := db.MemoryEvents(ctx, "mine", types)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []string
+				for g := range c.mine {
+					if g%3 != 2 {
+						want = append(want, fmt.Sprintf("mine-%d", g))
+					}
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%d events, want %d", len(got), len(want))
+				}
+				for i, e := range got {
+					if e.EventID != want[i] || (i > 0 && e.Order <= got[i-1].Order) {
+						t.Fatalf("event %d: %s (order %d), want %s in commit order", i, e.EventID, e.Order, want[i])
+					}
+				}
+			})
+		})
+	}
+}
