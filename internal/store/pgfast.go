@@ -138,12 +138,16 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	if live != len(keyIDs) {
 		return nil, grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
 	}
-	toks := make([][]byte, len(rows))
-	for i, r := range rows {
-		toks[i] = r.DedupTok
+	toks := make([][]byte, 0, len(rows))
+	seen := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		if !seen[string(r.DedupTok)] {
+			seen[string(r.DedupTok)] = true
+			toks = append(toks, r.DedupTok)
+		}
 	}
 	var found []dedupHit
-	res, err := tx.Query(ctx, `SELECT id, hash, scope, dedup_tok, key_chain, user_key_id FROM grains WHERE superseded_by = '' AND dedup_tok = ANY($1)`, toks)
+	res, err := tx.Query(ctx, dedupHitsPG, toks)
 	if err != nil {
 		return nil, err
 	}
@@ -315,6 +319,17 @@ func translatePG(err error, what string) error {
 	}
 	return translate(err, what)
 }
+
+// dedupHitsPG reads the live rows (not superseded) that hold any of the
+// distinct dedup tokens $1, one index lookup per token. "dedup_tok =
+// ANY($1)" let the planner, which keeps no statistics of the column,
+// choose a sequential scan of grains testing each row against the whole
+// array (1,000 tokens a batch) until the table was large: every batch of a
+// fresh store's first tens of thousands of grains read all of them
+// (TestDedupLookupUsesItsIndex).
+const dedupHitsPG = `SELECT g.id, g.hash, g.scope, g.dedup_tok, g.key_chain, g.user_key_id FROM unnest($1::bytea[]) AS k(tok)
+	CROSS JOIN LATERAL (SELECT id, hash, scope, dedup_tok, key_chain, user_key_id FROM grains
+		WHERE dedup_tok = k.tok AND superseded_by = '' OFFSET 0) AS g`
 
 // deleteOnePG is DeleteHashes of one grain over pgx, in two round trips
 // where the general path takes a dozen: BEGIN, the grain's row read FOR

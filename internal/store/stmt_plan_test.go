@@ -167,3 +167,39 @@ func TestMemoryEventsReadTheirMemoryOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestDedupLookupUsesItsIndex checks that a PostgreSQL batch insert's
+// lookup of the rows already holding its dedup tokens (a batch of 1,000)
+// goes through idx_grains_dedup at every size of the memory, fresh and
+// analyzed, not by a sequential scan of grains that tests every row
+// against the whole array.
+func TestDedupLookupUsesItsIndex(t *testing.T) {
+	for _, n := range []int{0, 1000, 20000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			db := openPostgres(t)
+			ctx := context.Background()
+			f := newFixture(t, db, 50)
+			for i := 0; i < n; i += 1000 {
+				if _, err := db.InsertGrains(ctx, f.memory, loadRows(f, i, min(1000, n-i), n), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			toks := make([][]byte, 1000)
+			for i := range toks {
+				toks[i] = []byte(fmt.Sprintf("%016d", i))
+			}
+			check := func(stage string) {
+				t.Helper()
+				plan := explainSQL(t, db, dedupHitsPG, toks)
+				if strings.Contains(plan, "Seq Scan on grains") && !onePage(t, db, "grains") {
+					t.Errorf("%s, %d grains: the dedup lookup scans grains:\n%s", stage, n, plan)
+				}
+			}
+			check("fresh")
+			if err := db.analyze(ctx); err != nil {
+				t.Fatal(err)
+			}
+			check("analyzed")
+		})
+	}
+}
