@@ -24,19 +24,8 @@ func TestSequencerStepReadsNoEventByScan(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, db *DB) {
 				ctx := context.Background()
-				numbered := fmt.Sprintf(`INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
-					SELECT 'old-' || g, 'default', 'test', X'00', g, 0 FROM generate_series(0, %d) AS g`, n-1)
-				if db.dialect == SQLite {
-					numbered = fmt.Sprintf(`WITH RECURSIVE c(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM c WHERE g < %d)
-						INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
-						SELECT 'old-' || g, 'default', 'test', X'00', g, 0 FROM c`, n-1)
-				} else {
-					numbered = strings.Replace(numbered, "X'00'", `'\x00'::bytea`, 1)
-				}
 				if n > 0 {
-					if err := db.gorm.Exec(numbered).Error; err != nil {
-						t.Fatal(err)
-					}
+					fillEvents(t, db, "default", "old", 0, n, true)
 					if err := db.gorm.Exec("UPDATE audit_sequence SET next_seq = ?, appended = ? WHERE id = 1", n, n).Error; err != nil {
 						t.Fatal(err)
 					}
@@ -100,6 +89,28 @@ func TestSequencerStepReadsNoEventByScan(t *testing.T) {
 	}
 }
 
+// fillEvents inserts n events of memory, g from from on: event id
+// prefix-g, type t-(g mod 3), and, when numbered, leaf index g.
+func fillEvents(t *testing.T, db *DB, memory, prefix string, from, n int, numbered bool) {
+	t.Helper()
+	if n == 0 {
+		return
+	}
+	seq := "NULL"
+	if numbered {
+		seq = "g"
+	}
+	rows := fmt.Sprintf("SELECT '%s-' || g, '%s', 't-' || (g %% 3), '\\x00'::bytea, %s, 0 FROM generate_series(%d, %d) AS g",
+		prefix, memory, seq, from, from+n-1)
+	if db.dialect == SQLite {
+		rows = fmt.Sprintf("WITH RECURSIVE c(g) AS (SELECT %d UNION ALL SELECT g + 1 FROM c WHERE g < %d) "+
+			"SELECT '%s-' || g, '%s', 't-' || (g %% 3), X'00', %s, 0 FROM c", from, from+n-1, prefix, memory, seq)
+	}
+	if err := db.gorm.Exec("INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us) " + rows).Error; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMemoryEventsReadTheirMemoryOnly checks that a memory's events (for a
 // version-chain export) are read through the memory's part of
 // idx_audit_events_memory, not by reading every memory's events, at every
@@ -111,22 +122,8 @@ func TestMemoryEventsReadTheirMemoryOnly(t *testing.T) {
 		t.Run(fmt.Sprint(c.others), func(t *testing.T) {
 			forEachStore(t, func(t *testing.T, db *DB) {
 				ctx := context.Background()
-				// Event g of memory m has type t-(g mod 3): t-0 and t-1 are asked for.
-				insert := func(memory string, from, n int) {
-					t.Helper()
-					q := fmt.Sprintf(`INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
-						SELECT '%[1]s-' || g, '%[1]s', 't-' || (g %% 3), '\x00'::bytea, NULL, 0 FROM generate_series(%[2]d, %[3]d) AS g`, memory, from, from+n-1)
-					if db.dialect == SQLite {
-						q = fmt.Sprintf(`WITH RECURSIVE c(g) AS (SELECT %[2]d UNION ALL SELECT g + 1 FROM c WHERE g < %[3]d)
-							INSERT INTO audit_events (event_id, memory, type, leaf, seq, created_us)
-							SELECT '%[1]s-' || g, '%[1]s', 't-' || (g %% 3), X'00', NULL, 0 FROM c`, memory, from, from+n-1)
-					}
-					if n > 0 {
-						if err := db.gorm.Exec(q).Error; err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
+				// Event g has type t-(g mod 3): t-0 and t-1 are asked for.
+				insert := func(memory string, from, n int) { fillEvents(t, db, memory, memory, from, n, false) }
 				// Interleaved: the memory's events among the others'.
 				insert("other", 0, c.others/2)
 				insert("mine", 0, c.mine)
