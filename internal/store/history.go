@@ -54,9 +54,10 @@ func (db *DB) MemoryEvents(ctx context.Context, memory string, types []string) (
 }
 
 // memoryEventsQuery is MemoryEvents' page: a memory's events of ntypes
-// (at least one) types after an id, in id order, up to a limit. It reads them through
-// idx_audit_events_memory (memory, id), from the page's start on: the
-// memory's events, not every memory's (TestMemoryEventsReadTheirMemoryOnly).
+// types (at least one) after an id, in id order, up to a limit. It reads
+// them through idx_audit_events_memory (memory, id) from the page's start
+// on: the memory's events, not every memory's
+// (TestMemoryEventsReadTheirMemoryOnly).
 func memoryEventsQuery(ntypes int) string {
 	return "SELECT * FROM audit_events WHERE memory = ? AND type IN (?" + strings.Repeat(", ?", ntypes-1) +
 		") AND id > ? ORDER BY id LIMIT ?"
