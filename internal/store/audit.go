@@ -279,6 +279,10 @@ const numberEvents = `UPDATE audit_events SET seq = (SELECT next_seq FROM audit_
 	FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM audit_events WHERE seq IS NULL ORDER BY id LIMIT ?) AS r
 	WHERE audit_events.id = r.id RETURNING audit_events.seq, audit_events.event_id, audit_events.leaf`
 
+// numberEventsPG is numberEvents with PostgreSQL's placeholders, for the
+// step's pipeline.
+var numberEventsPG = (&DB{dialect: Postgres}).rebind(numberEvents)
+
 // advanceSequencePiped moves the counter past the events numberEvents
 // numbered just before it, in the same pipeline (PostgreSQL; see
 // assignPiped), which cannot pass it their number, and returns the

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
@@ -200,7 +199,7 @@ func (a *AuditTx) assignPiped(max int) (int, error) {
 		if lock {
 			b.Queue("SELECT pg_advisory_xact_lock($1)", int64(sequencerLock))
 		}
-		b.Queue(strings.Replace(numberEvents, "?", "$1", 1), max)
+		b.Queue(numberEventsPG, max)
 		b.Queue(advanceSequencePiped)
 	}, func(br pgx.BatchResults) error {
 		if lock {

@@ -138,16 +138,12 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	if live != len(keyIDs) {
 		return nil, grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
 	}
-	toks := make([][]byte, 0, len(rows))
-	seen := make(map[string]bool, len(rows))
-	for _, r := range rows {
-		if !seen[string(r.DedupTok)] {
-			seen[string(r.DedupTok)] = true
-			toks = append(toks, r.DedupTok)
-		}
+	toks := make([][]byte, len(rows))
+	for i, r := range rows {
+		toks[i] = r.DedupTok
 	}
 	var found []dedupHit
-	res, err := tx.Query(ctx, dedupHitsPG, toks)
+	res, err := tx.Query(ctx, dedupHitsPG, distinctBytes(toks))
 	if err != nil {
 		return nil, err
 	}
