@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 )
 
 // TestAuditPipeQueuesWritesInItsTransaction checks the PostgreSQL step's
@@ -17,13 +16,7 @@ import (
 func TestAuditPipeQueuesWritesInItsTransaction(t *testing.T) {
 	db := openPostgres(t)
 	ctx := context.Background()
-	evs := make([]Event, 3)
-	for i := range evs {
-		evs[i] = Event{ID: fmt.Sprintf("ev-%d", i), Memory: "default", Type: "test", Leaf: []byte{byte(i)}}
-	}
-	if err := db.AppendEvents(ctx, time.Now().UnixMicro(), evs); err != nil {
-		t.Fatal(err)
-	}
+	evs := appendEvents(t, db, "ev", 3)
 	unchanged := func(what string) {
 		t.Helper()
 		next, appended, err := db.SequenceCounters(ctx)

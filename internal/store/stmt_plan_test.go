@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
 // eventScan finds a plan's reading of every row of audit_events.
@@ -30,13 +29,7 @@ func TestSequencerStepReadsNoEventByScan(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				evs := make([]Event, 5)
-				for i := range evs {
-					evs[i] = Event{ID: fmt.Sprintf("new-%d", i), Memory: "default", Type: "test", Leaf: []byte{byte(i)}}
-				}
-				if err := db.AppendEvents(ctx, time.Now().UnixMicro(), evs); err != nil {
-					t.Fatal(err)
-				}
+				evs := appendEvents(t, db, "new", 5)
 				check := func(stage string) {
 					t.Helper()
 					stmts := []string{db.rebind(numberEvents)}

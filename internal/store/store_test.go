@@ -48,6 +48,20 @@ func openPostgres(t *testing.T) *DB {
 	return db
 }
 
+// appendEvents commits n unnumbered events of memory "default", ids
+// prefix-0 to prefix-(n-1), leaf i the byte i, and returns them.
+func appendEvents(t *testing.T, db *DB, prefix string, n int) []Event {
+	t.Helper()
+	evs := make([]Event, n)
+	for i := range evs {
+		evs[i] = Event{ID: fmt.Sprintf("%s-%d", prefix, i), Memory: "default", Type: "test", Leaf: []byte{byte(i)}}
+	}
+	if err := db.AppendEvents(context.Background(), time.Now().UnixMicro(), evs); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
 func forEachStore(t *testing.T, fn func(t *testing.T, db *DB)) {
 	t.Run("sqlite", func(t *testing.T) { fn(t, openSQLite(t)) })
 	t.Run("postgres", func(t *testing.T) { fn(t, openPostgres(t)) })
