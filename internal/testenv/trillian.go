@@ -163,8 +163,8 @@ func StartTrillian(tb testing.TB) *TrillianStack {
 		pgURI:  dsn,
 		dir:    tb.TempDir(),
 	}
-	s.rpcAddr, s.httpAddr = freeAddr(tb), freeAddr(tb)
-	s.signerRPCAddr, s.signerHTTPAddr = freeAddr(tb), freeAddr(tb)
+	addrs := freeAddrs(tb, 4)
+	s.rpcAddr, s.httpAddr, s.signerRPCAddr, s.signerHTTPAddr = addrs[0], addrs[1], addrs[2], addrs[3]
 	tb.Cleanup(func() {
 		s.StopSigner()
 		s.StopServer()
@@ -300,12 +300,26 @@ func healthy(httpAddr string) bool {
 // freeAddr returns a loopback address with a port nobody listens on now.
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("testenv: %v", err)
+	return freeAddrs(tb, 1)[0]
+}
+
+// freeAddrs returns n loopback addresses with distinct ports nobody
+// listens on now. Each port's listener stays open until all are chosen:
+// closed at once, the kernel could hand the same port out twice (the
+// Trillian signer once got the log server's HTTP port and exited at
+// start).
+func freeAddrs(tb testing.TB, n int) []string {
+	tb.Helper()
+	out := make([]string, n)
+	for i := range out {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatalf("testenv: %v", err)
+		}
+		defer l.Close()
+		out[i] = "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return out
 }
 
 // trillianSchema reads Trillian's PostgreSQL schema from
