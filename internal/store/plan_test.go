@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -323,4 +324,47 @@ func TestFindGrainsMatchesModel(t *testing.T) {
 			}
 		}
 	})
+}
+
+// pgPageRead finds the read of a page's whole rows in a PostgreSQL plan run
+// with EXPLAIN ANALYZE: the primary key of grains under no alias (the
+// branches' checks read it as g or g_1), with its count of loops.
+var pgPageRead = regexp.MustCompile(`Index Scan using grains_pkey on grains \(actual rows=\d+ loops=(\d+)\)`)
+
+// A recall on PostgreSQL reads the whole rows of its page only: the
+// branches' ids are cut to the page before any row is read. Each pattern
+// runs over a store whose branches hold more than a page between them (a
+// tag in 4 of the 8 scopes, a relation in 2, a scope prefix over all 8),
+// and EXPLAIN ANALYZE counts the rows read. (SQLite's statement reads the
+// page's rows by id after its merge's limit, by construction.)
+func TestRecallReadsOnlyItsPage(t *testing.T) {
+	db := openPostgres(t)
+	ctx := context.Background()
+	f := newFixture(t, db, 50)
+	const n = 2000
+	if _, err := db.InsertGrains(ctx, f.memory, loadRows(f, 0, n, n), nil); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := hex.DecodeString(f.users[3].Name)
+	for _, c := range planCases(ref) {
+		if c.walk {
+			continue
+		}
+		for _, limit := range []int{1, 10} {
+			c.filter.Memory, c.filter.Limit = f.memory, limit
+			if err := c.filter.resolve(db.gorm); err != nil {
+				t.Fatal(err)
+			}
+			q, args := db.findQuery(&c.filter)
+			plan := explainWith(t, db, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ", q, args...)
+			reads := pgPageRead.FindAllStringSubmatch(plan, -1)
+			if len(reads) != 1 {
+				t.Errorf("%s, limit %d: %d reads of whole rows, want 1:\n%s", c.name, limit, len(reads), plan)
+				continue
+			}
+			if loops, _ := strconv.Atoi(reads[0][1]); loops > limit {
+				t.Errorf("%s, limit %d: %d whole rows read for a page of %d:\n%s", c.name, limit, loops, limit, plan)
+			}
+		}
+	}
 }

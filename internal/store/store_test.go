@@ -185,6 +185,13 @@ func explainSQL(t *testing.T, db *DB, q string, args ...any) string {
 	if db.dialect == SQLite {
 		prefix = "EXPLAIN QUERY PLAN "
 	}
+	return explainWith(t, db, prefix, q, args...)
+}
+
+// explainWith returns what prefix (an EXPLAIN of either dialect) followed
+// by q says of q: the last column of each row, one line each.
+func explainWith(t *testing.T, db *DB, prefix, q string, args ...any) string {
+	t.Helper()
 	sqlDB, err := db.gorm.DB()
 	if err != nil {
 		t.Fatal(err)
