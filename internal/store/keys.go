@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -281,14 +283,18 @@ func bumpScopeGen(tx *gorm.DB, memory string) error {
 // ScopeGeneration returns the scope generation of memory (0 before its
 // first key).
 func (db *DB) ScopeGeneration(ctx context.Context, memory string) (int64, error) {
-	var gen []int64
-	if err := db.gorm.WithContext(ctx).Model(&ScopeGenRow{}).Where("memory = ?", memory).Pluck("gen", &gen).Error; err != nil {
-		return 0, translate(err, "read scope generation")
-	}
-	if len(gen) == 0 {
+	// Through the connection pool's kept statement, not gorm's builder:
+	// every text query and every recall that finds nothing reads it, and
+	// building it cost more than running it.
+	var gen int64
+	err := db.gorm.ConnPool.QueryRowContext(ctx, db.rebind("SELECT gen FROM scope_generations WHERE memory = ?"), memory).Scan(&gen)
+	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
-	return gen[0], nil
+	if err != nil {
+		return 0, translate(err, "read scope generation")
+	}
+	return gen, nil
 }
 
 // ScopeKeys returns the live scope keys of memory at or below prefix.

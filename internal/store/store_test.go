@@ -563,3 +563,33 @@ func TestPolicyBatchesAndRetrievalsDoNotDeadlock(t *testing.T) {
 		}
 	})
 }
+
+// A memory's scope generation is 0 before its first scope key, and moves
+// with every scope key created in it, not with another memory's.
+func TestScopeGeneration(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		gen := func(memory string) int64 {
+			t.Helper()
+			g, err := db.ScopeGeneration(ctx, memory)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}
+		if g := gen("m"); g != 0 {
+			t.Fatalf("generation of a memory with no key: %d, want 0", g)
+		}
+		newKey(t, db, "m", keys.KindMemory, "")
+		before := gen("m")
+		newKey(t, db, "m", keys.KindScope, "acme")
+		newKey(t, db, "m", keys.KindScope, "acme/a")
+		newKey(t, db, "other", keys.KindScope, "acme")
+		if g := gen("m"); g != before+2 {
+			t.Fatalf("generation after two scope keys: %d, want %d", g, before+2)
+		}
+		if g := gen("other"); g < 1 {
+			t.Fatalf("generation of the other memory: %d, want at least 1", g)
+		}
+	})
+}
