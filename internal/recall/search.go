@@ -490,18 +490,20 @@ func (e *Engine) Indexer() func(row *store.GrainRow, c *keys.Chain, g *grains.Gr
 		term string
 	}
 	tokens := map[termKey][]byte{}
+	var terms []search.TermCount // one grain's, reused
 	return func(row *store.GrainRow, c *keys.Chain, g *grains.Grain) {
-		d := words.Terms(g.Subject, g.Object, g.Content)
-		row.DocLen, row.Dim = d.Len, len(g.Embedding)
-		row.Terms = make([]store.TermRow, 0, len(d.Terms))
-		for t, n := range d.Terms {
-			k := termKey{c.Index, t}
+		var n int
+		terms, n = words.Count(terms[:0], g.Subject, g.Object, g.Content)
+		row.DocLen, row.Dim = n, len(g.Embedding)
+		row.Terms = make([]store.TermRow, 0, len(terms))
+		for _, t := range terms {
+			k := termKey{c.Index, t.Term}
 			tok, ok := tokens[k]
 			if !ok {
-				tok = c.Index.Token(index.Term, []byte(t))
+				tok = c.Index.Token(index.Term, []byte(t.Term))
 				tokens[k] = tok
 			}
-			row.Terms = append(row.Terms, store.TermRow{Token: tok, TF: n, DL: d.Len})
+			row.Terms = append(row.Terms, store.TermRow{Token: tok, TF: t.N, DL: n})
 		}
 	}
 }

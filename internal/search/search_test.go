@@ -1,12 +1,17 @@
 package search
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
+	"github.com/kljensen/snowball/english"
 	"pgregory.net/rapid"
+
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 func TestTerms(t *testing.T) {
@@ -130,5 +135,56 @@ func TestStemKeepsFirstByte(t *testing.T) {
 			w = "y" + w
 		}
 		check(t, w)
+	})
+}
+
+// refTerms is the words' rule of the package doc spelled out with
+// strings.FieldsFunc: the reference Terms and Count are checked against.
+func refTerms(texts ...string) Doc {
+	d := Doc{Terms: map[string]int{}}
+	for _, text := range texts {
+		text = strings.ToLower(grains.NormalizeText(text))
+		for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+			if len(w) <= MaxWordBytes && !english.IsStopWord(w) {
+				d.Terms[english.Stem(w, false)]++
+				d.Len++
+			}
+		}
+	}
+	return d
+}
+
+// Terms, and Count as a slice in order of first appearance, give the
+// reference's terms for any texts: Count through one Words reused across
+// documents (its scratch and its stems carried from one to the next) and
+// through none.
+func TestCountIsTerms(t *testing.T) {
+	pieces := []string{"a", "B", "allergies", "Allergy", "the", "and", "running", "101", "-", " ", ".", ", ",
+		"jos\u00e9", "Jose\u0301", "\u00c9t\u00e9", "\u03b1\u03b2\u03b3", "\u6771\u4eac", "\xff", "\ufffd", "_", "x\u200by",
+		strings.Repeat("x", MaxWordBytes), strings.Repeat("y", MaxWordBytes+1), "Hopelessness", "NATIONAL"}
+	rapid.Check(t, func(t *rapid.T) {
+		ws := NewWords()
+		for range rapid.IntRange(1, 4).Draw(t, "docs") {
+			texts := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) string {
+				return strings.Join(rapid.SliceOfN(rapid.SampledFrom(pieces), 0, 12).Draw(t, "pieces"), "")
+			}), 0, 3).Draw(t, "texts")
+			want := refTerms(texts...)
+			if got := Terms(texts...); got.Len != want.Len || !maps.Equal(got.Terms, want.Terms) {
+				t.Fatalf("Terms(%q) = %v (len %d), want %v (len %d)", texts, got.Terms, got.Len, want.Terms, want.Len)
+			}
+			for _, w := range []*Words{ws, nil} {
+				got, n := w.Count(nil, texts...)
+				if n != want.Len || len(got) != len(want.Terms) {
+					t.Fatalf("Count(%q) = %v (len %d), want %v (len %d)", texts, got, n, want.Terms, want.Len)
+				}
+				seen := map[string]bool{}
+				for _, tc := range got {
+					if seen[tc.Term] || want.Terms[tc.Term] != tc.N {
+						t.Fatalf("Count(%q) = %v, want %v", texts, got, want.Terms)
+					}
+					seen[tc.Term] = true
+				}
+			}
+		}
 	})
 }

@@ -61,10 +61,43 @@ func Terms(texts ...string) Doc {
 // for concurrent use.
 type Words struct {
 	stems map[string]string
+	at    map[string]int // Count's scratch: a term's place in its answer
 }
 
 // NewWords returns an empty Words.
-func NewWords() *Words { return &Words{stems: map[string]string{}} }
+func NewWords() *Words { return &Words{stems: map[string]string{}, at: map[string]int{}} }
+
+// TermCount is a term and its count in a document.
+type TermCount struct {
+	Term string
+	N    int
+}
+
+// Count appends the distinct terms of texts, as one document, to dst with
+// their counts, in order of first appearance, and returns them with the
+// document's length: Terms' answer as a slice. It allocates little: a
+// batch's indexer calls it for every grain.
+func (ws *Words) Count(dst []TermCount, texts ...string) ([]TermCount, int) {
+	at := map[string]int{}
+	if ws != nil {
+		at = ws.at
+		clear(at)
+	}
+	n := 0
+	for _, t := range texts {
+		eachWord(t, func(w string) {
+			s := ws.stem(w)
+			n++
+			if i, ok := at[s]; ok {
+				dst[i].N++
+				return
+			}
+			at[s] = len(dst)
+			dst = append(dst, TermCount{Term: s, N: 1})
+		})
+	}
+	return dst, n
+}
 
 // Terms returns the terms of texts, as one document.
 func (ws *Words) Terms(texts ...string) Doc {
@@ -138,15 +171,40 @@ func Matches(terms []string, texts ...string) bool {
 
 // words returns the stemmed words of text, stop words left out.
 func (ws *Words) words(text string) []string {
-	text = strings.ToLower(grains.NormalizeText(text))
 	var out []string
-	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if len(w) > MaxWordBytes || english.IsStopWord(w) {
+	eachWord(text, func(w string) { out = append(out, ws.stem(w)) })
+	return out
+}
+
+// eachWord calls fn with each word of text that is indexed, unstemmed:
+// text in NFC and lower case, split on anything that is not a letter or a
+// digit, without stop words and words over MaxWordBytes. It splits as
+// strings.FieldsFunc would, without making the list.
+func eachWord(text string, fn func(w string)) {
+	text = strings.ToLower(grains.NormalizeText(text))
+	start := -1 // the current word's first byte, or -1 between words
+	for i, r := range text {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if start < 0 {
+				start = i
+			}
 			continue
 		}
-		out = append(out, ws.stem(w))
+		if start >= 0 {
+			word(text[start:i], fn)
+			start = -1
+		}
 	}
-	return out
+	if start >= 0 {
+		word(text[start:], fn)
+	}
+}
+
+// word calls fn with w unless it is a stop word or over MaxWordBytes.
+func word(w string, fn func(string)) {
+	if len(w) <= MaxWordBytes && !english.IsStopWord(w) {
+		fn(w)
+	}
 }
 
 // BM25 parameters.
