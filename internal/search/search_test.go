@@ -188,3 +188,25 @@ func TestCountIsTerms(t *testing.T) {
 		}
 	})
 }
+
+// Matches is true exactly when the reference's terms of the texts hold one
+// of the query's terms (drawn from other texts of the same pieces).
+func TestMatchesIsReference(t *testing.T) {
+	pieces := []string{"a", "B", "allergies", "Allergy", "the", "running", "runs", "101", " ", "-",
+		"jos\u00e9", "Jose\u0301", "\u03b1\u03b2\u03b3", "\xff", "Hopelessness", "hopeful", "NATIONAL", "nation",
+		strings.Repeat("x", MaxWordBytes), strings.Repeat("x", MaxWordBytes+1)}
+	text := rapid.Custom(func(t *rapid.T) string {
+		return strings.Join(rapid.SliceOfN(rapid.SampledFrom(pieces), 0, 10).Draw(t, "pieces"), " ")
+	})
+	rapid.Check(t, func(t *rapid.T) {
+		terms := QueryTerms(text.Draw(t, "query"))
+		texts := rapid.SliceOfN(text, 0, 3).Draw(t, "texts")
+		want := false
+		for term := range refTerms(texts...).Terms {
+			want = want || slices.Contains(terms, term)
+		}
+		if got := Matches(terms, texts...); got != want {
+			t.Fatalf("Matches(%q, %q) = %v, want %v", terms, texts, got, want)
+		}
+	})
+}

@@ -85,15 +85,16 @@ func (ws *Words) Count(dst []TermCount, texts ...string) ([]TermCount, int) {
 	}
 	n := 0
 	for _, t := range texts {
-		eachWord(t, func(w string) {
+		eachWord(t, func(w string) bool {
 			s := ws.stem(w)
 			n++
 			if i, ok := at[s]; ok {
 				dst[i].N++
-				return
+			} else {
+				at[s] = len(dst)
+				dst = append(dst, TermCount{Term: s, N: 1})
 			}
-			at[s] = len(dst)
-			dst = append(dst, TermCount{Term: s, N: 1})
+			return false
 		})
 	}
 	return dst, n
@@ -156,14 +157,11 @@ func Matches(terms []string, texts ...string) bool {
 		}
 	}
 	for _, text := range texts {
-		text = strings.ToLower(grains.NormalizeText(text))
-		for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-			if len(w) > MaxWordBytes || len(w) < minLen || !first[w[0]] || english.IsStopWord(w) {
-				continue
-			}
-			if slices.Contains(terms, english.Stem(w, false)) {
-				return true
-			}
+		found := eachWord(text, func(w string) bool {
+			return len(w) >= minLen && first[w[0]] && slices.Contains(terms, english.Stem(w, false))
+		})
+		if found {
+			return true
 		}
 	}
 	return false
@@ -172,15 +170,19 @@ func Matches(terms []string, texts ...string) bool {
 // words returns the stemmed words of text, stop words left out.
 func (ws *Words) words(text string) []string {
 	var out []string
-	eachWord(text, func(w string) { out = append(out, ws.stem(w)) })
+	eachWord(text, func(w string) bool {
+		out = append(out, ws.stem(w))
+		return false
+	})
 	return out
 }
 
-// eachWord calls fn with each word of text that is indexed, unstemmed:
-// text in NFC and lower case, split on anything that is not a letter or a
-// digit, without stop words and words over MaxWordBytes. It splits as
-// strings.FieldsFunc would, without making the list.
-func eachWord(text string, fn func(w string)) {
+// eachWord calls fn with each word of text that is indexed, unstemmed,
+// until fn returns true, and reports whether one did: text in NFC and
+// lower case, split on anything that is not a letter or a digit, without
+// stop words and words over MaxWordBytes. It splits as strings.FieldsFunc
+// would, without making the list.
+func eachWord(text string, fn func(w string) bool) bool {
 	text = strings.ToLower(grains.NormalizeText(text))
 	start := -1 // the current word's first byte, or -1 between words
 	for i, r := range text {
@@ -190,21 +192,18 @@ func eachWord(text string, fn func(w string)) {
 			}
 			continue
 		}
-		if start >= 0 {
-			word(text[start:i], fn)
-			start = -1
+		if start >= 0 && word(text[start:i], fn) {
+			return true
 		}
+		start = -1
 	}
-	if start >= 0 {
-		word(text[start:], fn)
-	}
+	return start >= 0 && word(text[start:], fn)
 }
 
-// word calls fn with w unless it is a stop word or over MaxWordBytes.
-func word(w string, fn func(string)) {
-	if len(w) <= MaxWordBytes && !english.IsStopWord(w) {
-		fn(w)
-	}
+// word calls fn with w unless it is a stop word or over MaxWordBytes, and
+// returns what fn did.
+func word(w string, fn func(string) bool) bool {
+	return len(w) <= MaxWordBytes && !english.IsStopWord(w) && fn(w)
 }
 
 // BM25 parameters.
