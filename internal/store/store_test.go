@@ -72,7 +72,7 @@ func tok(s string) []byte {
 	return h[:16]
 }
 
-func newKey(t *testing.T, db *DB, memory string, kind keys.Kind, name string) keys.Record {
+func newKey(t testing.TB, db *DB, memory string, kind keys.Kind, name string) keys.Record {
 	t.Helper()
 	r, err := db.CreateKey(context.Background(), keys.Record{Memory: memory, Kind: kind, Name: name,
 		Wrapped: []byte("wrapped"), Fingerprint: "fp-" + string(kind) + "-" + name, CreatedAt: time.Now()})
@@ -88,7 +88,7 @@ type fixture struct {
 	users         []keys.Record
 }
 
-func newFixture(t *testing.T, db *DB, users int) *fixture {
+func newFixture(t testing.TB, db *DB, users int) *fixture {
 	f := &fixture{memory: "m"}
 	mk := newKey(t, db, f.memory, keys.KindMemory, "")
 	sk := newKey(t, db, f.memory, keys.KindScope, "acme")
