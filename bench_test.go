@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -81,6 +82,50 @@ func BenchmarkAddBatch(b *testing.B) {
 				addBatches(b, openBench(b, cfg), newUsers, nil)
 			})
 		}
+	}
+}
+
+// BenchmarkGet reads a grain by hash (DB.Get: its row and its opening),
+// in a memory of 10,000 grains, freshly opened, each call a hash drawn at
+// random from it; p50 and p99 beside the mean.
+func BenchmarkGet(b *testing.B) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			cfg, _ := benchStores(b)[name](b)
+			ctx := context.Background()
+			db := openBench(b, cfg)
+			var hashes []string
+			for i := 0; i < 10000; i += 1000 {
+				batch := make([]lethe.Grain, 1000)
+				for j := range batch {
+					batch[j] = matrixGrain(i+j, 10000)
+				}
+				hs, err := db.AddBatch(ctx, batch)
+				if err != nil {
+					b.Fatal(err)
+				}
+				hashes = append(hashes, hs...)
+			}
+			db.Close()
+			db = openBench(b, cfg)
+			r := rand.New(rand.NewPCG(5, 5))
+			for range 1000 { // untimed: most users' keys unwrapped once, as a running process has
+				if _, err := db.Get(ctx, "", hashes[r.IntN(len(hashes))]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var lat []time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if _, err := db.Get(ctx, "", hashes[r.IntN(len(hashes))]); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+		})
 	}
 }
 

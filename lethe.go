@@ -53,7 +53,7 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 	if err := checkHash(hash); err != nil {
 		return nil, err
 	}
-	r, err := db.store.GrainByHash(ctx, memory, hash)
+	r, err := db.store.ReadGrain(ctx, memory, hash)
 	if err != nil {
 		return nil, err
 	}

@@ -365,6 +365,32 @@ func (db *DB) GrainByHash(ctx context.Context, memory, hash string) (*GrainRow, 
 	return &rows[0], nil
 }
 
+// ReadGrain returns the grain with hash in memory as FindGrains returns
+// rows (without tokens or user reference: what opening it needs), or a
+// not_found error. It is GrainByHash for a read that only opens the grain
+// (DB.Get): one statement written out and scanned by hand, where gorm's
+// building and reflection cost more than the read.
+func (db *DB) ReadGrain(ctx context.Context, memory, hash string) (*GrainRow, error) {
+	sctx, err := db.boundedCtx(ctx)
+	if err != nil {
+		return nil, translate(err, "read grain")
+	}
+	cols := foundColumns
+	if db.dialect == SQLite {
+		cols = packedColumns
+	}
+	f := Filter{Memory: memory}
+	rows, err := db.queryFound(sctx, &f, db.rebind("SELECT "+cols+" FROM grains WHERE hash = ? AND memory = ? LIMIT 1"),
+		[]any{memory, memory, hash, memory}, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, grains.NoGrain(memory, hash)
+	}
+	return &rows[0], nil
+}
+
 // Filter selects grain rows. Token lists hold one token per scope the query
 // covers; a row matches a field when its token is any of them. A nil list
 // does not filter; an empty non-nil list matches nothing.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -590,6 +591,62 @@ func TestScopeGeneration(t *testing.T) {
 		}
 		if g := gen("other"); g < 1 {
 			t.Fatalf("generation of the other memory: %d, want at least 1", g)
+		}
+	})
+}
+
+// ReadGrain returns what GrainByHash does but the tokens and the user
+// reference (and the scope generation, which GrainByHash does not read),
+// for rows superseded, archived, pinned, with and without a user, with the
+// memory's erase epoch moved; and not_found for a hash it does not hold or
+// holds in another memory.
+func TestReadGrainIsGrainByHash(t *testing.T) {
+	forEachStore(t, func(t *testing.T, db *DB) {
+		ctx := context.Background()
+		f := newFixture(t, db, 3)
+		var rows []*GrainRow
+		for n := range 12 {
+			r := f.row(n, n%3, fmt.Sprint(n), "r", fmt.Sprint(n))
+			switch n % 4 {
+			case 1:
+				r.SupersededBy = fmt.Sprintf("%064x", n)
+			case 2:
+				r.Archived, r.Pinned = true, true
+			case 3:
+				r.UserKeyID, r.UserRef, r.KeyChain = 0, nil, f.chain
+			}
+			r.Scope = []string{"acme", "acme/a", "acme/a-b.c_d"}[n%3]
+			r.LastRetrievedUS, r.RetrievalCount, r.Salience = int64(n), int64(n), 1/float64(n+1)
+			rows = append(rows, r)
+		}
+		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.gorm.Exec("INSERT INTO erase_epochs (memory, epoch) VALUES (?, 7)", f.memory).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			want, err := db.GrainByHash(ctx, f.memory, r.Hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := db.ReadGrain(ctx, f.memory, r.Hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Epoch != 7 || got.ScopeGen == 0 {
+				t.Errorf("%s: epoch %d, scope generation %d; want 7 and the memory's", r.Hash, got.Epoch, got.ScopeGen)
+			}
+			w := *want
+			w.UserRef, w.SubjectTok, w.RelationTok, w.ObjectTok, w.DedupTok, w.ScopeGen = nil, nil, nil, nil, nil, got.ScopeGen
+			if !reflect.DeepEqual(*got, w) {
+				t.Errorf("ReadGrain(%s) = %+v, want %+v", r.Hash, *got, w)
+			}
+		}
+		for _, c := range []struct{ memory, hash string }{{f.memory, fmt.Sprintf("%064x", 1)}, {"other", rows[0].Hash}} {
+			if _, err := db.ReadGrain(ctx, c.memory, c.hash); grains.ErrorCode(err) != grains.CodeNotFound {
+				t.Errorf("ReadGrain(%s, %s): %v, want not_found", c.memory, c.hash, err)
+			}
 		}
 	})
 }
