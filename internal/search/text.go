@@ -78,10 +78,12 @@ type TermCount struct {
 // document's length: Terms' answer as a slice. It allocates little: a
 // batch's indexer calls it for every grain.
 func (ws *Words) Count(dst []TermCount, texts ...string) ([]TermCount, int) {
-	at := map[string]int{}
+	var at map[string]int
 	if ws != nil {
 		at = ws.at
 		clear(at)
+	} else {
+		at = map[string]int{}
 	}
 	n := 0
 	for _, t := range texts {

@@ -58,6 +58,15 @@ const packedColumns = "id, hash, importance, confidence, salience, blob, " +
 	"pinned || ' ' || archived || ' ' || created_us || ' ' || last_retrieved_us || ' ' || retrieval_count || ' ' || user_key_id || ' ' || " +
 	epochExpr + " || ' ' || " + scopeGenExpr
 
+// pageColumns are the columns queryFound reads on db's dialect:
+// packedColumns on SQLite, foundColumns elsewhere.
+func (db *DB) pageColumns() string {
+	if db.dialect == SQLite {
+		return packedColumns
+	}
+	return foundColumns
+}
+
 // scanPacked fills r from a row of packedColumns, as the driver returns
 // its values (see queryDriver).
 func scanPacked(vals []driver.Value, r *GrainRow, memory string) error {
@@ -375,12 +384,8 @@ func (db *DB) ReadGrain(ctx context.Context, memory, hash string) (*GrainRow, er
 	if err != nil {
 		return nil, translate(err, "read grain")
 	}
-	cols := foundColumns
-	if db.dialect == SQLite {
-		cols = packedColumns
-	}
 	f := Filter{Memory: memory}
-	rows, err := db.queryFound(sctx, &f, db.rebind("SELECT "+cols+" FROM grains WHERE hash = ? AND memory = ? LIMIT 1"),
+	rows, err := db.queryFound(sctx, &f, db.rebind("SELECT "+db.pageColumns()+" FROM grains WHERE hash = ? AND memory = ? LIMIT 1"),
 		[]any{memory, memory, hash, memory}, 1)
 	if err != nil {
 		return nil, err
@@ -568,15 +573,22 @@ func anys[T any](xs []T) []any {
 // The ids are read first, rather than in a subquery, because SQLite's
 // planner estimates a subquery's rows poorly and scans instead.
 func userKeyIDs(tx *gorm.DB, memory string, ref []byte) ([]int64, error) {
-	var ids []int64
-	err := gormRunner{tx}.query(tx.Statement.Context, "SELECT id FROM data_keys WHERE memory = ? AND kind = ? AND name = ? ORDER BY id",
-		[]any{memory, string(keys.KindUser), hex.EncodeToString(ref)}, func(scan func(...any) error) error {
-			var id int64
-			err := scan(&id)
-			ids = append(ids, id)
-			return err
-		})
+	ids, err := column[int64](tx, "SELECT id FROM data_keys WHERE memory = ? AND kind = ? AND name = ? ORDER BY id",
+		memory, string(keys.KindUser), hex.EncodeToString(ref))
 	return ids, translate(err, "read data keys")
+}
+
+// column runs q in tx, a statement of one column, and returns its values:
+// gorm's Pluck without its statement building.
+func column[T any](tx *gorm.DB, q string, args ...any) ([]T, error) {
+	var out []T
+	err := gormRunner{tx}.query(tx.Statement.Context, q, args, func(scan func(...any) error) error {
+		var v T
+		err := scan(&v)
+		out = append(out, v)
+		return err
+	})
+	return out, err
 }
 
 // nonEmpty returns ids, or a list no row matches when it is empty (an empty
@@ -608,17 +620,15 @@ func (f *Filter) resolve(tx *gorm.DB) error {
 		// The scopes holding rows, or having held them: a counter row
 		// stays at 0. Read through the counters' primary key.
 		cond, args := (&DB{dialect: tx.Dialector.Name()}).underPrefix("name", f.ScopePrefix)
-		f.scopes = []string{}
-		err := gormRunner{tx}.query(tx.Statement.Context, "SELECT DISTINCT name FROM grain_counts WHERE memory = ? AND kind = 'scope' AND "+
-			cond+" ORDER BY name LIMIT "+strconv.Itoa(maxBranches+1), append([]any{f.Memory}, args...), func(scan func(...any) error) error {
-			var name string
-			err := scan(&name)
-			f.scopes = append(f.scopes, name)
-			return err
-		})
+		scopes, err := column[string](tx, "SELECT DISTINCT name FROM grain_counts WHERE memory = ? AND kind = 'scope' AND "+
+			cond+" ORDER BY name LIMIT "+strconv.Itoa(maxBranches+1), append([]any{f.Memory}, args...)...)
 		if err != nil {
 			return translate(err, "read scopes")
 		}
+		if scopes == nil {
+			scopes = []string{} // read, and none: not nil (see driver)
+		}
+		f.scopes = scopes
 	}
 	return nil
 }
@@ -657,9 +667,9 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 		limit = " LIMIT " + strconv.Itoa(f.Limit)
 	}
 	if d == driveWalk {
-		cols, from := foundColumns, "grains"
+		cols, from := db.pageColumns(), "grains"
 		if db.dialect == SQLite {
-			cols, from = packedColumns, "grains INDEXED BY idx_grains_mem"
+			from = "grains INDEXED BY idx_grains_mem"
 		}
 		cond, args := db.whereSQLSkip(f, d, "")
 		q := "SELECT " + cols + " FROM " + from + " WHERE " + cond + " ORDER BY id DESC" + limit
