@@ -1,0 +1,165 @@
+package search
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"slices"
+)
+
+// A segment is the postings blocks of one insert, one per distinct token,
+// packed into one value in token order: the text index's tail on SQLite
+// (see package store), where a batch then costs one row instead of one row
+// per distinct term. Each entry is
+//
+//	entry = token length (one byte), token, block length (unsigned varint), block
+//
+// with the block as EncodeBlock packs it.
+type Segment struct {
+	Entries []SegmentEntry // in increasing token order, tokens distinct
+}
+
+// SegmentEntry is one token's block in a segment.
+type SegmentEntry struct {
+	Token, Block []byte
+}
+
+var errSegment = errors.New("corrupt postings segment")
+
+// AppendSegment appends the segment of entries (in increasing token
+// order, tokens distinct, each at most 255 bytes) to b.
+func AppendSegment(b []byte, entries []SegmentEntry) []byte {
+	for _, e := range entries {
+		b = append(b, byte(len(e.Token)))
+		b = append(b, e.Token...)
+		b = binary.AppendUvarint(b, uint64(len(e.Block)))
+		b = append(b, e.Block...)
+	}
+	return b
+}
+
+// ParseSegment reads a segment's entries. They point into v, which the
+// caller must not modify while the segment is in use. Tokens out of order
+// or repeated are an error: Find relies on the order.
+func ParseSegment(v []byte) (Segment, error) {
+	var s Segment
+	for len(v) > 0 {
+		n := int(v[0])
+		if n == 0 || len(v) < 1+n {
+			return Segment{}, errSegment
+		}
+		tok := v[1 : 1+n : 1+n]
+		v = v[1+n:]
+		m, k := binary.Uvarint(v)
+		if k <= 0 || m == 0 || m > uint64(len(v)-k) {
+			return Segment{}, errSegment
+		}
+		block := v[k : k+int(m) : k+int(m)]
+		v = v[k+int(m):]
+		if last := len(s.Entries) - 1; last >= 0 && bytes.Compare(s.Entries[last].Token, tok) >= 0 {
+			return Segment{}, errSegment
+		}
+		s.Entries = append(s.Entries, SegmentEntry{Token: tok, Block: block})
+	}
+	return s, nil
+}
+
+// Find returns the block of tok in s, or nil.
+func (s Segment) Find(tok []byte) []byte {
+	i, ok := slices.BinarySearchFunc(s.Entries, tok, func(e SegmentEntry, t []byte) int { return bytes.Compare(e.Token, t) })
+	if !ok {
+		return nil
+	}
+	return s.Entries[i].Block
+}
+
+// Bytes returns the encoded length of s.
+func (s Segment) Bytes() int {
+	n := 0
+	for _, e := range s.Entries {
+		n += 1 + len(e.Token) + uvarintLen(uint64(len(e.Block))) + len(e.Block)
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// Remove returns s without the postings of the ids in gone[token], for
+// each token of gone (a token's entry left empty is dropped), and whether
+// it changed. The entries it keeps share s's memory.
+func (s Segment) Remove(gone map[string]map[int64]bool) (Segment, bool, error) {
+	out := Segment{Entries: make([]SegmentEntry, 0, len(s.Entries))}
+	changed := false
+	for _, e := range s.Entries {
+		ids := gone[string(e.Token)]
+		if len(ids) == 0 {
+			out.Entries = append(out.Entries, e)
+			continue
+		}
+		v, ch, err := RemoveFromBlock(e.Block, ids)
+		if err != nil {
+			return Segment{}, false, err
+		}
+		changed = changed || ch
+		if v != nil {
+			out.Entries = append(out.Entries, SegmentEntry{Token: e.Token, Block: v})
+		}
+	}
+	return out, changed, nil
+}
+
+// MergeSegments returns the blocks of segs (in increasing order of the
+// grain ids they hold: each segment's ids above the previous one's) merged
+// by token: one block per distinct token, in token order, with the
+// postings of every segment that holds it. first[i] is the index of the
+// first segment holding entry i's token.
+func MergeSegments(segs []Segment) (entries []SegmentEntry, first []int, err error) {
+	at := make([]int, len(segs)) // each segment's next entry
+	var holding []int            // the segments whose next entry has the least token
+	var ps []Posting
+	for {
+		holding = holding[:0]
+		var least []byte
+		for i, s := range segs {
+			if at[i] == len(s.Entries) {
+				continue
+			}
+			tok := s.Entries[at[i]].Token
+			switch c := bytes.Compare(tok, least); {
+			case len(holding) == 0 || c < 0:
+				holding, least = append(holding[:0], i), tok
+			case c == 0:
+				holding = append(holding, i)
+			}
+		}
+		if len(holding) == 0 {
+			return entries, first, nil
+		}
+		block := segs[holding[0]].Entries[at[holding[0]]].Block
+		if len(holding) > 1 {
+			ps = ps[:0]
+			for _, i := range holding {
+				b, err := DecodeBlock(nil, segs[i].Entries[at[i]].Block)
+				if err != nil {
+					return nil, nil, err
+				}
+				if ps, err = b.Postings(ps); err != nil {
+					return nil, nil, err
+				}
+			}
+			block = EncodeBlock(ps)
+		}
+		entries = append(entries, SegmentEntry{Token: least, Block: block})
+		first = append(first, holding[0])
+		for _, i := range holding {
+			at[i]++
+		}
+	}
+}
