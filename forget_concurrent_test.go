@@ -259,8 +259,8 @@ func TestConcurrentForgetsOfOneGrain(t *testing.T) {
 func postingsPerGrain(t *testing.T, b string, raw func(string) [][]byte) map[int64]int {
 	t.Helper()
 	n := map[int64]int{}
-	for _, v := range raw(postingsSQL(b)) {
-		bl, err := search.DecodeBlock(nil, v)
+	for _, rb := range rawBlocks(t, b, raw) {
+		bl, err := search.DecodeBlock(nil, rb.posts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	_ "github.com/mattn/go-sqlite3"
@@ -51,17 +50,10 @@ func TestSearchMigratesTermRows(t *testing.T) {
 	}
 	exec(`CREATE TABLE grain_terms (token BLOB NOT NULL, grain_id INTEGER NOT NULL REFERENCES grains (id) ON DELETE CASCADE,
 		tf INTEGER NOT NULL, dl INTEGER NOT NULL, PRIMARY KEY (token, grain_id))`)
-	rows, err := conn.Query(strings.ReplaceAll(postingsSQL("sqlite"), "SELECT posts", "SELECT token, posts"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var terms [][]any
-	for rows.Next() {
-		var tok, v []byte
-		if err := rows.Scan(&tok, &v); err != nil {
-			t.Fatal(err)
-		}
-		b, err := search.DecodeBlock(tok, v)
+	for _, rb := range rawBlocks(t, "sqlite", func(q string) [][]byte { return sqliteRaw{dir: cfg.DataDir}.query(t, q) }) {
+		tok := rb.token
+		b, err := search.DecodeBlock(tok, rb.posts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +65,6 @@ func TestSearchMigratesTermRows(t *testing.T) {
 			terms = append(terms, []any{tok, p.ID, p.TF, p.DL})
 		}
 	}
-	rows.Close()
 	if len(terms) < 10 {
 		t.Fatalf("%d postings, want one per distinct word of each grain", len(terms))
 	}
@@ -81,7 +72,7 @@ func TestSearchMigratesTermRows(t *testing.T) {
 		exec("INSERT INTO grain_terms (token, grain_id, tf, dl) VALUES (?, ?, ?, ?)", r...)
 	}
 	exec("DROP TABLE grain_postings")
-	exec("DROP TABLE posting_tail") // the old layout had no tail either
+	exec("DROP TABLE posting_segments") // the old layout had no tail either
 	exec("DROP TABLE posting_mid")
 	exec("ALTER TABLE grain_docs DROP COLUMN block")
 	exec("ALTER TABLE grain_docs DROP COLUMN toks")

@@ -1,6 +1,7 @@
 package lethe_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -11,7 +12,8 @@ import (
 // A forgotten grain's words leave no byte in the SQLite files, wherever
 // its postings were when it was forgotten: one grain's blocks moved
 // through both levels of the text index's tail into grain_postings (each
-// merge deleting the moved rows), another's were still in posting_tail.
+// merge deleting the moved rows), another's were still in the tail's
+// segments (posting_segments).
 // A word only the grain held has a token only its block and its document
 // row held: after the forget and Close, the token must be nowhere in the
 // data directory (secure_delete zeroes deleted cells; Close checkpoints
@@ -74,9 +76,9 @@ func TestForgottenWordsLeaveNoBytes(t *testing.T) {
 		return own
 	}
 	where := func(tok []byte) string {
-		for _, table := range sqlitePostings {
-			if n := raw.query(t, "SELECT COUNT(*) FROM "+table+" WHERE token = ?", tok); string(n[0]) != "0" {
-				return table
+		for _, b := range rawBlocks(t, "sqlite", func(q string) [][]byte { return raw.query(t, q) }) {
+			if bytes.Equal(b.token, tok) {
+				return b.table
 			}
 		}
 		return ""
@@ -95,8 +97,8 @@ func TestForgottenWordsLeaveNoBytes(t *testing.T) {
 		}
 	}
 	for _, tok := range youngToks {
-		if got := where(tok); got != "posting_tail" {
-			t.Fatalf("the young grain's block is in %q, want posting_tail", got)
+		if got := where(tok); got != "posting_segments" {
+			t.Fatalf("the young grain's block is in %q, want posting_segments", got)
 		}
 	}
 	for _, tok := range append(oldToks, youngToks...) {

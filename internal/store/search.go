@@ -2,12 +2,14 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -48,12 +50,13 @@ type DocRow struct {
 // because the store opens it with _foreign_keys=on.
 //
 // Postings are grouped: grain_postings holds one row per (token, block),
-// a block being the grains of one insert (keyed by its first grain id),
-// with their postings packed (search.EncodeBlock). A batch of 1,000
-// grains of 12 terms costs a few thousand index rows instead of 12,000
-// rows and 12,000 entries of a grain_id index, as one row per posting
-// did. A term's blocks are one range of the primary key. Rows cannot
-// cascade from grains: every path that deletes grains calls
+// a block being the postings of one token in the grains of one insert
+// (keyed by its first grain id), or on SQLite of several inserts merged
+// (keyed by the first insert's), packed (search.EncodeBlock). A batch of
+// 1,000 grains of 12 terms costs a few thousand index rows instead of
+// 12,000 rows and 12,000 entries of a grain_id index, as one row per
+// posting did. A term's blocks are one range of the primary key. Rows
+// cannot cascade from grains: every path that deletes grains calls
 // removePostings first, in its transaction (see deleteIDs).
 func migrateSearch(g *gorm.DB, dialect string) error {
 	id, blob := "INTEGER", "BLOB"
@@ -75,14 +78,29 @@ func migrateSearch(g *gorm.DB, dialect string) error {
 		// remove (see removePostings).
 		stmts = append(stmts, `CREATE TABLE IF NOT EXISTS posting_garbage (grain_id BIGINT PRIMARY KEY, block BIGINT NOT NULL, toks BYTEA NOT NULL)`)
 	} else {
-		// The recent postings blocks, merged into grain_postings in bulk
-		// (see insertSearch).
-		for _, t := range tailTables {
-			stmts = append(stmts, strings.Replace(postings, "grain_postings", t, 1))
-		}
+		// The text index's tail (see insertSearch): the segments of the
+		// last inserts, one row each (ver changes with every write of the
+		// row, for the readers' cache; n is its number of blocks), and the
+		// blocks merged from them.
+		stmts = append(stmts,
+			`CREATE TABLE IF NOT EXISTS posting_segments (block INTEGER PRIMARY KEY, ver INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL)`,
+			`CREATE INDEX IF NOT EXISTS idx_posting_segments_ver ON posting_segments (block, ver)`,
+			strings.Replace(postings, "grain_postings", "posting_mid", 1))
 	}
 	for _, stmt := range stmts {
 		if err := g.Exec(stmt).Error; err != nil {
+			return err
+		}
+	}
+	if dialect != Postgres && g.Migrator().HasTable("posting_tail") {
+		// The tail's first level was a table of blocks (token, block), as
+		// posting_mid is: its blocks move there, keys unchanged.
+		if err := g.Transaction(func(tx *gorm.DB) error {
+			if _, err := mergePostings(tx, "posting_tail", "posting_mid"); err != nil {
+				return err
+			}
+			return tx.Exec("DROP TABLE posting_tail").Error
+		}); err != nil {
 			return err
 		}
 	}
@@ -276,41 +294,55 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 // insertSearch stores the postings blocks and document rows of stored
 // grains in tx.
 //
-// On SQLite the blocks go to the text index's tail (tailTables), tables
-// like grain_postings that hold the blocks of the last batches: the insert
-// that brings posting_tail to its size moves it into posting_mid in one
-// ordered pass, and the one that brings posting_mid to tailRatio times that
-// moves it into grain_postings. A batch's blocks are one per distinct term,
-// each at a random place of the (token, block) order: inserted straight
-// into grain_postings, a batch of 1,000 grains dirtied most of its leaf
-// pages (every page of it at 20,000 grains, 3,800 of 5,000 at 100,000),
-// each written to the log at commit. Into the small tail a batch dirties at
-// most the tail's pages, and a merge writes each page of the next table
-// once for several batches; with one level only, a merge at 1,000,000 grains
-// rewrote most of grain_postings every eight batches. Readers read every
-// table (PostingBlocks, rewrite). PostgreSQL has no tail.
+// On SQLite the blocks go to the text index's tail: one row of
+// posting_segments holds the insert's blocks (a search.Segment), so that a
+// batch of 1,000 grains writes one row and its overflow pages where it
+// wrote one row per distinct term (about 2,850 at 20,000 grains, each at a
+// random place of the (token, block) order, dirtying most of the table's
+// pages). The insert that brings the segments to tailSegments, or their
+// blocks to the tail's limit, merges them into posting_mid: one block per
+// token for all of them (search.MergeSegments), keyed by the first segment
+// holding the token, written in key order; the one that brings posting_mid
+// to tailRatio times the limit moves it into grain_postings, as one
+// ordered copy. Readers read all three (PostingBlocks, rewriteSQLite).
+// PostgreSQL has no tail.
+//
+// A block's key is the least grain id of the first insert it holds, and
+// every insert's ids are above those of every grain before it (the grains
+// table's ids are AUTOINCREMENT, never reused, and writers are serialized), so
+// a grain's postings for a token are in the block of greatest key at or
+// below its id, in the newest table that holds such a block
+// (rewriteSQLite relies on this).
 func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error {
 	terms, docs := searchRows(memory, stored)
 	if db.dialect != Postgres && len(terms) > 0 {
-		if err := db.insertRows(tx, "INSERT INTO "+tailTables[0]+" (token, block, posts) VALUES ", terms); err != nil {
-			return err
+		entries := make([]search.SegmentEntry, len(terms))
+		size := 0
+		for i, t := range terms {
+			entries[i] = search.SegmentEntry{Token: t[0].([]byte), Block: t[2].([]byte)}
+			size += len(entries[i].Token) + len(entries[i].Block) + 4
 		}
-		n := int64(len(terms))
-		for i, from := range tailTables {
-			if db.tail.rows[i].Add(n) < db.tail.limit(i) {
-				break
-			}
-			to := "grain_postings"
-			if i+1 < len(tailTables) {
-				to = tailTables[i+1]
-			}
-			var err error
-			if n, err = mergePostings(tx, from, to); err != nil {
+		data := search.AppendSegment(make([]byte, 0, size), entries)
+		if err := (gormRunner{tx}).exec(tx.Statement.Context, "INSERT INTO posting_segments (block, ver, n, data) VALUES (?, ?, ?, ?)",
+			terms[0][1], rand.Int64(), len(entries), data); err != nil {
+			return translate(err, "insert search index")
+		}
+		segs, blocks := db.tail.segs.Add(1), db.tail.rows[0].Add(int64(len(entries)))
+		if segs >= tailSegments || blocks >= db.tail.limit(0) {
+			n, err := db.mergeSegments(tx)
+			if err != nil {
 				return err
 			}
 			// Counted by this process: another process's rows, or a
 			// rolled-back merge, only move the next merge.
-			db.tail.rows[i].Store(0)
+			db.tail.segs.Store(0)
+			db.tail.rows[0].Store(0)
+			if db.tail.rows[1].Add(n) >= db.tail.limit(1) {
+				if _, err := mergePostings(tx, "posting_mid", "grain_postings"); err != nil {
+					return err
+				}
+				db.tail.rows[1].Store(0)
+			}
 		}
 		terms = nil
 	}
@@ -344,35 +376,31 @@ func (db *DB) insertRows(tx *gorm.DB, stmt string, rows [][]any) error {
 	return nil
 }
 
-// tailTables are the levels of the text index's tail on SQLite, newest
-// first (see insertSearch).
-var tailTables = [...]string{"posting_tail", "posting_mid"}
+// sqlitePostingTables are the tables of blocks on SQLite, newest first
+// (posting_segments aside: see insertSearch).
+var sqlitePostingTables = [...]string{"posting_mid", "grain_postings"}
 
-// postingTables returns the tables that hold postings blocks on dialect.
-func postingTables(dialect string) []string {
-	if dialect == Postgres {
-		return []string{"grain_postings"}
-	}
-	return append([]string{"grain_postings"}, tailTables[:]...)
-}
-
-// postingTail counts the rows of the tail's levels (SQLite; see
-// insertSearch).
+// postingTail counts the text index's tail (SQLite; see insertSearch).
 type postingTail struct {
-	rows [len(tailTables)]atomic.Int64 // appended since the level's last merge, as this process counted them
-	max  atomic.Int64                  // posting_tail's size; 0: tailMax
+	segs atomic.Int64    // segments inserted since the last merge, as this process counted them
+	rows [2]atomic.Int64 // blocks in the segments, rows in posting_mid, the same way
+	max  atomic.Int64    // the segments' blocks that merge them; 0: tailMax
+	segc segmentCache    // the segments as read
 }
 
-// tailMax is the size of posting_tail from which an insert merges it into
-// posting_mid: about eight batches of 1,000 grains of a dozen words.
-// posting_mid's is tailRatio times larger.
+// tailMax is the number of blocks in the tail's segments from which an
+// insert merges them into posting_mid: about ten batches of 1,000 grains
+// of a dozen words. posting_mid's limit is tailRatio times larger, in
+// rows. tailSegments bounds the segments (for stores written a few grains
+// at a time, whose segments are small): every read lists them.
 const (
-	tailMax   = 32768
-	tailRatio = 8
+	tailMax      = 32768
+	tailRatio    = 8
+	tailSegments = 64
 )
 
-// limit returns the size of the tail's level from which an insert merges
-// it into the next table.
+// limit returns the size of the tail's level (0: the segments' blocks, 1:
+// posting_mid's rows) from which an insert merges it into the next table.
 func (t *postingTail) limit(level int) int64 {
 	n := t.max.Load()
 	if n <= 0 {
@@ -384,9 +412,9 @@ func (t *postingTail) limit(level int) int64 {
 	return n
 }
 
-// SetTailMax sets the size of posting_tail from which an insert merges it
-// (0: the default; posting_mid's follows), for tests that exercise the
-// merges with little data.
+// SetTailMax sets the number of blocks in the tail's segments from which
+// an insert merges them (0: the default; posting_mid's limit follows), for
+// tests that exercise the merges with little data.
 func (db *DB) SetTailMax(n int64) { db.tail.max.Store(n) }
 
 // countTail reads the size of the tail's levels when the store opens.
@@ -394,20 +422,60 @@ func (db *DB) countTail(ctx context.Context) error {
 	if db.dialect == Postgres {
 		return nil
 	}
-	for i, t := range tailTables {
-		var n int64
-		if err := db.gorm.WithContext(ctx).Raw("SELECT COUNT(*) FROM " + t).Scan(&n).Error; err != nil {
-			return translate(err, "count postings")
-		}
-		db.tail.rows[i].Store(n)
+	var segs, blocks, mid int64
+	row := db.gorm.ConnPool.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(SUM(n), 0), (SELECT COUNT(*) FROM posting_mid) FROM posting_segments")
+	if err := row.Scan(&segs, &blocks, &mid); err != nil {
+		return translate(err, "count postings")
 	}
+	db.tail.segs.Store(segs)
+	db.tail.rows[0].Store(blocks)
+	db.tail.rows[1].Store(mid)
 	return nil
+}
+
+// mergeSegments merges the tail's segments into posting_mid (see
+// insertSearch), deletes them, and returns the rows it inserted.
+func (db *DB) mergeSegments(tx *gorm.DB) (int64, error) {
+	ctx := tx.Statement.Context
+	var keys []int64
+	var segs []search.Segment
+	err := gormRunner{tx}.query(ctx, "SELECT block, data FROM posting_segments ORDER BY block", nil, func(scan func(...any) error) error {
+		var key int64
+		var data []byte
+		if err := scan(&key, &data); err != nil {
+			return err
+		}
+		seg, err := search.ParseSegment(data)
+		if err != nil {
+			return err
+		}
+		keys, segs = append(keys, key), append(segs, seg)
+		return nil
+	})
+	if err != nil {
+		return 0, translate(err, "merge postings")
+	}
+	entries, first, err := search.MergeSegments(segs)
+	if err != nil {
+		return 0, fmt.Errorf("merge postings: %w", err)
+	}
+	rows := make([][]any, len(entries))
+	cells := make([]any, 3*len(entries))
+	for i, e := range entries {
+		row := cells[3*i : 3*i+3 : 3*i+3]
+		row[0], row[1], row[2] = e.Token, keys[first[i]], e.Block
+		rows[i] = row
+	}
+	if err := db.insertRows(tx, "INSERT INTO posting_mid (token, block, posts) VALUES ", rows); err != nil {
+		return 0, err
+	}
+	return int64(len(rows)), translate(tx.Exec("DELETE FROM posting_segments").Error, "merge postings")
 }
 
 // mergePostings moves the blocks of table from into table to, in key
 // order, and returns how many it moved. A block is in one table, never
-// two: its key is new when it is inserted (its block id is its batch's
-// first grain id), and only a merge moves it.
+// two: its key is new when it is inserted (see insertSearch), and only a
+// merge moves it.
 func mergePostings(tx *gorm.DB, from, to string) (int64, error) {
 	res := tx.Exec("INSERT INTO " + to + " (token, block, posts) SELECT token, block, posts FROM " + from + " ORDER BY token, block")
 	if res.Error != nil {
@@ -577,39 +645,109 @@ func (g *goneSet) rewrite(ctx context.Context, r runner) error {
 	if r.dialect() == Postgres {
 		return g.rewritePG(ctx, r)
 	}
-	slices.SortFunc(g.keys, func(a, b blockKey) int {
-		if c := strings.Compare(a.tok, b.tok); c != 0 {
-			return c
+	return g.rewriteSQLite(ctx, r)
+}
+
+// rewriteSQLite is rewrite on SQLite. g's blocks are the grains' inserts
+// (grain_docs.block, the insert's least id): an insert whose segment is
+// still in the tail has its key; the others' postings for a token are in
+// the block of greatest key at or below the grains' ids, in posting_mid if
+// it holds one, else in grain_postings (see insertSearch). A segment is
+// rewritten once, with a new version (or deleted when emptied).
+func (g *goneSet) rewriteSQLite(ctx context.Context, r runner) error {
+	segs := map[int64]bool{}
+	err := r.query(ctx, "SELECT block FROM posting_segments", nil, func(scan func(...any) error) error {
+		var k int64
+		if err := scan(&k); err != nil {
+			return err
 		}
-		return cmp.Compare(a.block, b.block)
+		segs[k] = true
+		return nil
 	})
-	tables := postingTables(SQLite)
+	if err != nil {
+		return err
+	}
+	type located struct {
+		table string
+		blockKey
+	}
+	inSeg := map[int64]map[string]map[int64]bool{}
+	found := map[located]map[int64]bool{}
+	posts := map[located][]byte{}
+	var order []located
 	for _, k := range g.keys {
-		var v []byte
-		var table string
-		for _, t := range tables {
-			err := r.query(ctx, "SELECT posts FROM "+t+" WHERE token = ? AND block = ?", []any{[]byte(k.tok), k.block},
-				func(scan func(...any) error) error { return scan(&v) })
+		ids := g.ids[k]
+		if segs[k.block] {
+			if inSeg[k.block] == nil {
+				inSeg[k.block] = map[string]map[int64]bool{}
+			}
+			inSeg[k.block][k.tok] = ids
+			continue
+		}
+		var probe int64
+		for id := range ids {
+			probe = id // any: they are all in the same block
+			break
+		}
+		var at located
+		for _, t := range sqlitePostingTables {
+			var block int64
+			var v []byte
+			err := r.query(ctx, "SELECT block, posts FROM "+t+" WHERE token = ? AND block <= ? ORDER BY block DESC LIMIT 1",
+				[]any{[]byte(k.tok), probe}, func(scan func(...any) error) error { return scan(&block, &v) })
 			if err != nil {
 				return err
 			}
 			if v != nil {
-				table = t
+				at = located{t, blockKey{k.tok, block}}
+				if found[at] == nil {
+					found[at], posts[at] = map[int64]bool{}, v
+					order = append(order, at)
+				}
 				break
 			}
 		}
-		if v == nil {
-			continue
+		for id := range ids {
+			if at.table != "" {
+				found[at][id] = true
+			}
 		}
-		out, changed, err := search.RemoveFromBlock(v, g.ids[k])
+	}
+	for _, key := range slices.Sorted(maps.Keys(inSeg)) {
+		var data []byte
+		err := r.query(ctx, "SELECT data FROM posting_segments WHERE block = ?", []any{key}, func(scan func(...any) error) error { return scan(&data) })
+		if err != nil {
+			return err
+		}
+		seg, err := search.ParseSegment(data)
+		if err != nil {
+			return err
+		}
+		out, changed, err := seg.Remove(inSeg[key])
+		switch {
+		case err != nil:
+			return err
+		case !changed:
+		case len(out.Entries) == 0:
+			err = r.exec(ctx, "DELETE FROM posting_segments WHERE block = ?", key)
+		default:
+			err = r.exec(ctx, "UPDATE posting_segments SET ver = ?, n = ?, data = ? WHERE block = ?",
+				rand.Int64(), len(out.Entries), search.AppendSegment(nil, out.Entries), key)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, at := range order {
+		out, changed, err := search.RemoveFromBlock(posts[at], found[at])
 		switch {
 		case err != nil:
 			return err
 		case !changed:
 		case out == nil:
-			err = r.exec(ctx, "DELETE FROM "+table+" WHERE token = ? AND block = ?", []byte(k.tok), k.block)
+			err = r.exec(ctx, "DELETE FROM "+at.table+" WHERE token = ? AND block = ?", []byte(at.tok), at.block)
 		default:
-			err = r.exec(ctx, "UPDATE "+table+" SET posts = ? WHERE token = ? AND block = ?", out, []byte(k.tok), k.block)
+			err = r.exec(ctx, "UPDATE "+at.table+" SET posts = ? WHERE token = ? AND block = ?", out, []byte(at.tok), at.block)
 		}
 		if err != nil {
 			return err
@@ -731,40 +869,157 @@ func (db *DB) PostingBlocks(ctx context.Context, toks [][]byte) ([]search.Block,
 	var out []search.Block
 	for i := 0; i < len(toks); i += chunk {
 		part := toks[i:min(i+chunk, len(toks))]
-		// One statement, one snapshot: a merge moves blocks from one
-		// table to another in one transaction.
-		in := "token IN (?" + strings.Repeat(", ?", len(part)-1) + ")"
-		var selects []string
-		var args []any
-		for _, t := range postingTables(db.dialect) {
-			selects = append(selects, "SELECT token, posts FROM "+t+" WHERE "+in)
-			args = append(args, anys(part)...)
+		var err error
+		if out, err = db.postingBlocks(ctx, part, out); err != nil {
+			return nil, err
 		}
-		q := strings.Join(selects, " UNION ALL ")
-		rows, err := db.gorm.ConnPool.QueryContext(ctx, db.rebind(q), args...)
-		if err != nil {
+	}
+	return out, nil
+}
+
+// postingBlocks appends the blocks of toks to out, reading them in one
+// statement, one snapshot: a merge moves blocks from one table to another
+// in one transaction. On SQLite the statement also lists the tail's
+// segments by version, and reads the data of those the cache does not hold
+// (see segmentCache).
+func (db *DB) postingBlocks(ctx context.Context, toks [][]byte, out []search.Block) ([]search.Block, error) {
+	in := "token IN (?" + strings.Repeat(", ?", len(toks)-1) + ")"
+	var q string
+	var args []any
+	var cached *segmentSet
+	if db.dialect == Postgres {
+		q, args = "SELECT token, posts, NULL, NULL FROM grain_postings WHERE "+in, anys(toks)
+	} else {
+		cached = db.tail.segc.load()
+		var selects []string
+		for _, t := range sqlitePostingTables {
+			selects = append(selects, "SELECT token, posts, NULL, NULL FROM "+t+" WHERE "+in)
+			args = append(args, anys(toks)...)
+		}
+		// The data of a segment whose version is cached is not read.
+		selects = append(selects, "SELECT NULL, NULL, ver, CASE WHEN ver IN (SELECT value FROM json_each(?)) THEN NULL ELSE data END FROM posting_segments")
+		q, args = strings.Join(selects, " UNION ALL "), append(args, cached.vers)
+	}
+	rows, err := db.gorm.ConnPool.QueryContext(ctx, db.rebind(q), args...)
+	if err != nil {
+		return nil, translate(err, "read postings")
+	}
+	defer rows.Close()
+	var listed []listedSegment
+	for rows.Next() {
+		var tok, v []byte
+		var ver sql.NullInt64
+		var data []byte
+		if err := rows.Scan(&tok, &v, &ver, &data); err != nil {
 			return nil, translate(err, "read postings")
 		}
-		for rows.Next() {
-			var tok, v []byte
-			if err := rows.Scan(&tok, &v); err != nil {
-				rows.Close()
-				return nil, translate(err, "read postings")
+		if ver.Valid {
+			listed = append(listed, listedSegment{ver.Int64, data})
+			continue
+		}
+		b, err := search.DecodeBlock(tok, v)
+		if err != nil {
+			return nil, fmt.Errorf("read postings: %w", err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(err, "read postings")
+	}
+	if cached == nil {
+		return out, nil
+	}
+	segs, err := db.tail.segc.resolve(cached, listed)
+	if err != nil {
+		return nil, fmt.Errorf("read postings: %w", err)
+	}
+	for _, seg := range segs {
+		for _, tok := range toks {
+			v := seg.Find(tok)
+			if v == nil {
+				continue
 			}
 			b, err := search.DecodeBlock(tok, v)
 			if err != nil {
-				rows.Close()
 				return nil, fmt.Errorf("read postings: %w", err)
 			}
 			out = append(out, b)
 		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, translate(err, "read postings")
-		}
 	}
 	return out, nil
+}
+
+// segmentCache holds the tail's segments as last read (SQLite): a text
+// query reads only the versions of the segments, and the data of those it
+// does not hold. A segment row's version changes whenever it is written
+// (a random 63-bit number), so a cached segment is the row as it is now
+// whenever their versions are equal, whoever wrote it: this process,
+// another process on the same files, or a transaction since rolled back
+// (whose version no reader saw). It holds at most the segments listed by
+// the last read, a few MB at most (see tailMax).
+type segmentCache struct {
+	cur atomic.Pointer[segmentSet]
+}
+
+// segmentSet is one state of the cache, never modified once stored.
+type segmentSet struct {
+	byVer map[int64]search.Segment
+	vers  string // byVer's versions, a JSON array (for json_each)
+}
+
+// listedSegment is a segment as a read listed it: its version, and its
+// data unless the cache held it.
+type listedSegment struct {
+	ver  int64
+	data []byte
+}
+
+var noSegments = &segmentSet{vers: "[]"}
+
+func (c *segmentCache) load() *segmentSet {
+	if s := c.cur.Load(); s != nil {
+		return s
+	}
+	return noSegments
+}
+
+// resolve returns the segments listed, from cached or from their data,
+// and makes them the cache's content if they differ from cached.
+func (c *segmentCache) resolve(cached *segmentSet, listed []listedSegment) ([]search.Segment, error) {
+	segs := make([]search.Segment, len(listed))
+	same := len(listed) == len(cached.byVer)
+	for i, l := range listed {
+		if l.data == nil {
+			seg, ok := cached.byVer[l.ver]
+			if !ok {
+				// Not asked for: json_each listed only cached versions.
+				return nil, errors.New("a segment's data was not read")
+			}
+			segs[i] = seg
+			continue
+		}
+		seg, err := search.ParseSegment(l.data)
+		if err != nil {
+			return nil, err
+		}
+		segs[i], same = seg, false
+	}
+	if !same {
+		next := &segmentSet{byVer: make(map[int64]search.Segment, len(listed))}
+		var b strings.Builder
+		b.WriteByte('[')
+		for i, l := range listed {
+			next.byVer[l.ver] = segs[i]
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatInt(l.ver, 10))
+		}
+		b.WriteByte(']')
+		next.vers = b.String()
+		c.cur.Store(next)
+	}
+	return segs, nil
 }
 
 // TextStats returns the number of memory's grains in the text index and
