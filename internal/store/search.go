@@ -84,7 +84,6 @@ func migrateSearch(g *gorm.DB, dialect string) error {
 		// blocks merged from them.
 		stmts = append(stmts,
 			`CREATE TABLE IF NOT EXISTS posting_segments (block INTEGER PRIMARY KEY, ver INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL)`,
-			`CREATE INDEX IF NOT EXISTS idx_posting_segments_ver ON posting_segments (block, ver)`,
 			strings.Replace(postings, "grain_postings", "posting_mid", 1))
 	}
 	for _, stmt := range stmts {
