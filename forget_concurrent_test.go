@@ -258,8 +258,14 @@ func TestConcurrentForgetsOfOneGrain(t *testing.T) {
 // the postings blocks that raw reads, on backend b.
 func postingsPerGrain(t *testing.T, b string, raw func(string) [][]byte) map[int64]int {
 	t.Helper()
+	return postingsIn(t, rawBlocks(t, b, raw))
+}
+
+// postingsIn counts the postings of each grain id in blocks.
+func postingsIn(t *testing.T, blocks []rawBlock) map[int64]int {
+	t.Helper()
 	n := map[int64]int{}
-	for _, rb := range rawBlocks(t, b, raw) {
+	for _, rb := range blocks {
 		bl, err := search.DecodeBlock(nil, rb.posts)
 		if err != nil {
 			t.Fatal(err)

@@ -5,12 +5,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/binary"
+	"encoding/hex"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,41 +148,54 @@ type rawBlock struct {
 }
 
 // rawBlocks reads every postings block of a store on backend through raw
-// (a reader of one column), segments' blocks included.
+// (a reader of one column), segments' blocks included: one statement per
+// table, each row's columns joined in hex.
 func rawBlocks(t *testing.T, backend string, raw func(string) [][]byte) []rawBlock {
 	t.Helper()
+	row := "printf('%d', block) || ':' || hex(token) || ':' || hex(posts)"
 	tables := sqlitePostings
 	if backend == "postgres" {
-		tables = []string{"grain_postings"}
+		row, tables = "block::text || ':' || encode(token, 'hex') || ':' || encode(posts, 'hex')", []string{"grain_postings"}
 	}
 	var out []rawBlock
 	for _, table := range tables {
-		order := " FROM " + table + " ORDER BY token, block"
-		toks, keys, posts := raw("SELECT token"+order), raw("SELECT CAST(block AS TEXT)"+order), raw("SELECT posts"+order)
-		if len(toks) != len(keys) || len(keys) != len(posts) {
-			t.Fatalf("%s changed while read", table)
-		}
-		for i := range toks {
-			key, err := strconv.ParseInt(string(keys[i]), 10, 64)
+		for _, v := range raw("SELECT " + row + " FROM " + table) {
+			parts := strings.Split(string(v), ":")
+			if len(parts) != 3 {
+				t.Fatalf("%s: row %q", table, v)
+			}
+			key, err := strconv.ParseInt(parts[0], 10, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, rawBlock{table, toks[i], key, posts[i]})
+			tok, err := hex.DecodeString(parts[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			posts, err := hex.DecodeString(parts[2])
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, rawBlock{table, tok, key, posts})
 		}
 	}
 	if backend == "postgres" {
 		return out
 	}
-	keys, data := raw("SELECT CAST(block AS TEXT) FROM posting_segments ORDER BY block"), raw("SELECT data FROM posting_segments ORDER BY block")
-	if len(keys) != len(data) {
-		t.Fatal("posting_segments changed while read")
-	}
-	for i := range keys {
-		key, err := strconv.ParseInt(string(keys[i]), 10, 64)
+	for _, v := range raw("SELECT printf('%d', block) || ':' || hex(data) FROM posting_segments") {
+		k, data, ok := strings.Cut(string(v), ":")
+		if !ok {
+			t.Fatalf("posting_segments: row %q", v)
+		}
+		key, err := strconv.ParseInt(k, 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seg, err := search.ParseSegment(data[i])
+		b, err := hex.DecodeString(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seg, err := search.ParseSegment(b)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -144,7 +144,8 @@ func (m *textModel) Check(t *rapid.T) {
 		m.h.held = map[string]bool{}
 	}
 	in := map[string]string{}
-	for _, b := range rawBlocks(m.h.t, m.h.backend, m.h.raw) {
+	blocks := rawBlocks(m.h.t, m.h.backend, m.h.raw)
+	for _, b := range blocks {
 		m.h.held[b.table] = true
 		k := fmt.Sprintf("%x/%d", b.token, b.key)
 		if in[k] != "" {
@@ -160,7 +161,7 @@ func (m *textModel) Check(t *rapid.T) {
 		}
 		indexed[id] = true
 	}
-	posted := postingsPerGrain(m.h.t, m.h.backend, m.h.raw)
+	posted := postingsIn(m.h.t, blocks)
 	for id := range posted {
 		if !indexed[id] {
 			t.Fatalf("the text index holds postings of grain %d, which is gone", id)
