@@ -63,7 +63,8 @@ func postingsOf(t *rapid.T, v []byte) []Posting {
 
 // Merged segments hold every posting once, one block per token in token
 // order, the first segment named right; Find finds every token of a
-// segment and nothing else; Remove takes out exactly the postings asked.
+// segment and nothing else; RemoveFromSegment takes out exactly the
+// postings asked.
 func TestSegments(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		segs, model := segmentsGen(t)
@@ -110,9 +111,16 @@ func TestSegments(t *testing.T) {
 				}
 			}
 		}
-		out, changed, err := s.Remove(gone)
+		v, n, changed, err := RemoveFromSegment(AppendSegment(nil, s.Entries), gone)
 		if err != nil {
 			t.Fatal(err)
+		}
+		out, err := ParseSegment(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != len(out.Entries) {
+			t.Fatalf("RemoveFromSegment counts %d blocks, the segment holds %d", n, len(out.Entries))
 		}
 		if changed != (len(gone) > 0) {
 			t.Fatalf("changed = %v with %d tokens' postings gone", changed, len(gone))
@@ -125,14 +133,14 @@ func TestSegments(t *testing.T) {
 			case len(want) == 0 && v != nil:
 				t.Fatalf("token %q emptied and still in the segment", e.Token)
 			case len(want) > 0 && !slices.Equal(postingsOf(t, v), want):
-				t.Fatalf("token %q after Remove: %v, want %v", e.Token, postingsOf(t, v), want)
+				t.Fatalf("token %q after RemoveFromSegment: %v, want %v", e.Token, postingsOf(t, v), want)
 			}
 			if len(want) > 0 {
 				kept++
 			}
 		}
 		if len(out.Entries) != kept {
-			t.Fatalf("%d entries after Remove, want %d", len(out.Entries), kept)
+			t.Fatalf("%d entries after RemoveFromSegment, want %d", len(out.Entries), kept)
 		}
 	})
 }
@@ -155,6 +163,20 @@ func TestParseSegmentRejects(t *testing.T) {
 	} {
 		if _, err := ParseSegment(v); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+	// RemoveFromSegment walks the same entries (their order aside).
+	gone := map[string]map[int64]bool{"a": {1: true}, "b": {2: true}}
+	for name, v := range map[string][]byte{
+		"cut in a token":   good[:1],
+		"cut in a block":   good[:len(good)-1],
+		"no token":         append([]byte{0}, good...),
+		"empty block":      {1, 'a', 0},
+		"length too large": {1, 'a', 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"corrupt block":    {1, 'a', 1, 0xff},
+	} {
+		if _, _, _, err := RemoveFromSegment(v, gone); err == nil {
+			t.Errorf("RemoveFromSegment, %s: no error", name)
 		}
 	}
 }

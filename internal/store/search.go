@@ -718,20 +718,15 @@ func (g *goneSet) rewriteSQLite(ctx context.Context, r runner) error {
 		if err != nil {
 			return err
 		}
-		seg, err := search.ParseSegment(data)
-		if err != nil {
-			return err
-		}
-		out, changed, err := seg.Remove(inSeg[key])
+		out, n, changed, err := search.RemoveFromSegment(data, inSeg[key])
 		switch {
 		case err != nil:
 			return err
 		case !changed:
-		case len(out.Entries) == 0:
+		case n == 0:
 			err = r.exec(ctx, "DELETE FROM posting_segments WHERE block = ?", key)
 		default:
-			err = r.exec(ctx, "UPDATE posting_segments SET ver = ?, n = ?, data = ? WHERE block = ?",
-				rand.Int64(), len(out.Entries), search.AppendSegment(nil, out.Entries), key)
+			err = r.exec(ctx, "UPDATE posting_segments SET ver = ?, n = ?, data = ? WHERE block = ?", rand.Int64(), n, out, key)
 		}
 		if err != nil {
 			return err
