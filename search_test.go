@@ -240,23 +240,7 @@ func (h storeHandle) rows(t *testing.T, q string) [][]byte {
 	if h.pg != nil {
 		return pgRaw{h.pg}.direct(t, q)
 	}
-	rows, err := h.sqlite.Query(q)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	defer rows.Close()
-	var out [][]byte
-	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return scanBytes(t, h.sqlite, q)
 }
 
 func replaceFirst(s, old, new string) string {

@@ -73,24 +73,6 @@ func (s Segment) Find(tok []byte) []byte {
 	return s.Entries[i].Block
 }
 
-// Bytes returns the encoded length of s.
-func (s Segment) Bytes() int {
-	n := 0
-	for _, e := range s.Entries {
-		n += 1 + len(e.Token) + uvarintLen(uint64(len(e.Block))) + len(e.Block)
-	}
-	return n
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
-	}
-	return n
-}
-
 // RemoveFromSegment returns segment value v without the postings of the
 // ids in gone[token], for each token of gone (a token's block left empty
 // is dropped), its number of blocks, and whether it changed. It walks v
