@@ -89,7 +89,9 @@ func TestForgottenWordsLeaveNoBytes(t *testing.T) {
 	for k := 1; k <= 15; k++ {
 		add(batch(k, ""))
 	}
-	young := add(batch(16, "xylophone")[:1]) // fewer blocks than the tail holds
+	// Two grains, fewer blocks than the tail holds: the forget rewrites
+	// their segment (an UPDATE, its old pages freed), not deletes it.
+	young := add(batch(16, "xylophone")[:2])
 	youngToks := ownTokens(young)
 	for _, tok := range oldToks {
 		if got := where(tok); got != "grain_postings" {
@@ -110,6 +112,9 @@ func TestForgottenWordsLeaveNoBytes(t *testing.T) {
 		if fr, err := db.Forget(ctx, lethe.Selector{Memory: "m", Hash: h}); err != nil || fr.Count != 1 {
 			t.Fatalf("forget %s: %+v, %v", h[:8], fr, err)
 		}
+	}
+	if n := raw.query(t, "SELECT COUNT(*) FROM posting_segments"); string(n[0]) != "1" {
+		t.Fatalf("%s segments after the forgets, want the young grains' one, rewritten", n[0])
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
