@@ -157,9 +157,9 @@ func migrateTerms(g *gorm.DB) error {
 		ctx := tx.Statement.Context
 		for _, id := range order {
 			stored := []*GrainRow{{ID: id, Terms: byGrain[id]}}
-			terms, _ := searchRows("", stored)
-			for _, t := range terms {
-				if err := r.exec(ctx, "INSERT INTO grain_postings (token, block, posts) VALUES (?, ?, ?)", t...); err != nil {
+			entries, block, _ := searchRows("", stored)
+			for _, e := range entries {
+				if err := r.exec(ctx, "INSERT INTO grain_postings (token, block, posts) VALUES (?, ?, ?)", e.Token, block, e.Block); err != nil {
 					return err
 				}
 			}
@@ -194,17 +194,17 @@ func unpackTokens(b []byte) ([][]byte, error) {
 	return out, nil
 }
 
-// searchRows returns the postings blocks (token, block, posts) and
-// document rows (grain_id, memory, len, dim, block, toks) of stored
-// grains (their IDs set), the grains of one insert: their block is the
-// least of their ids. The blocks are in token order, so that the inserts
-// walk the tree once.
+// searchRows returns the postings blocks (one per token, in token order:
+// a segment's entries, and in rows of (token, block, posts) for
+// grain_postings, see postingRows), their block key and the document rows
+// (grain_id, memory, len, dim, block, toks) of stored grains (their IDs
+// set), the grains of one insert: their block is the least of their ids.
 //
 // It runs in the write transaction of every batch, so it allocates little:
 // the postings are grouped by a counting pass into one slice, the values
 // (blocks, token lists, the rows' fields) are cut from shared buffers, and
 // a token is the first row's slice of it, not a copy.
-func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
+func searchRows(memory string, stored []*GrainRow) ([]search.SegmentEntry, int64, [][]any) {
 	var block int64
 	total, ndocs, tokBytes := 0, 0, 0
 	for _, r := range stored {
@@ -259,18 +259,15 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 	slices.SortFunc(order, func(a, b int32) int { return bytes.Compare(groups[a].tok, groups[b].tok) })
 
 	blockV, memoryV := any(block), any(memory)
-	cells := make([]any, 3*len(groups))
-	terms := make([][]any, len(groups))
+	entries := make([]search.SegmentEntry, len(groups))
 	buf := make([]byte, 0, 8*len(groups)+5*total)
 	for i, g := range order {
 		gr := groups[g]
 		from := len(buf)
 		buf = search.AppendBlock(buf, posts[gr.start:gr.end])
-		row := cells[3*i : 3*i+3 : 3*i+3]
-		row[0], row[1], row[2] = gr.tok, blockV, buf[from:len(buf):len(buf)]
-		terms[i] = row
+		entries[i] = search.SegmentEntry{Token: gr.tok, Block: buf[from:len(buf):len(buf)]}
 	}
-	cells = make([]any, 6*ndocs)
+	cells := make([]any, 6*ndocs)
 	docs := make([][]any, 0, ndocs)
 	packed := make([]byte, 0, tokBytes)
 	for _, r := range stored {
@@ -287,7 +284,21 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 		row[0], row[1], row[2], row[3], row[4], row[5] = r.ID, memoryV, r.DocLen, r.Dim, blockV, pt
 		docs = append(docs, row)
 	}
-	return terms, docs
+	return entries, block, docs
+}
+
+// postingRows returns entries as rows (token, block, posts) of the
+// postings tables, in their order, so that an insert walks the tree once.
+func postingRows(entries []search.SegmentEntry, block int64) [][]any {
+	blockV := any(block)
+	cells := make([]any, 3*len(entries))
+	rows := make([][]any, len(entries))
+	for i, e := range entries {
+		row := cells[3*i : 3*i+3 : 3*i+3]
+		row[0], row[1], row[2] = e.Token, blockV, e.Block
+		rows[i] = row
+	}
+	return rows
 }
 
 // insertSearch stores the postings blocks and document rows of stored
@@ -313,17 +324,15 @@ func searchRows(memory string, stored []*GrainRow) ([][]any, [][]any) {
 // below its id, in the newest table that holds such a block
 // (rewriteSQLite relies on this).
 func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error {
-	terms, docs := searchRows(memory, stored)
-	if db.dialect != Postgres && len(terms) > 0 {
-		entries := make([]search.SegmentEntry, len(terms))
+	entries, block, docs := searchRows(memory, stored)
+	if db.dialect != Postgres && len(entries) > 0 {
 		size := 0
-		for i, t := range terms {
-			entries[i] = search.SegmentEntry{Token: t[0].([]byte), Block: t[2].([]byte)}
-			size += len(entries[i].Token) + len(entries[i].Block) + 4
+		for _, e := range entries {
+			size += len(e.Token) + len(e.Block) + 4
 		}
 		data := search.AppendSegment(make([]byte, 0, size), entries)
 		if err := (gormRunner{tx}).exec(tx.Statement.Context, "INSERT INTO posting_segments (block, ver, n, data) VALUES (?, ?, ?, ?)",
-			terms[0][1], rand.Int64(), len(entries), data); err != nil {
+			block, rand.Int64(), len(entries), data); err != nil {
 			return translate(err, "insert search index")
 		}
 		segs, blocks := db.tail.segs.Add(1), db.tail.rows[0].Add(int64(len(entries)))
@@ -343,9 +352,9 @@ func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error
 				db.tail.rows[1].Store(0)
 			}
 		}
-		terms = nil
+		entries = nil
 	}
-	if err := db.insertRows(tx, "INSERT INTO grain_postings (token, block, posts) VALUES ", terms); err != nil {
+	if err := db.insertRows(tx, "INSERT INTO grain_postings (token, block, posts) VALUES ", postingRows(entries, block)); err != nil {
 		return err
 	}
 	return db.insertRows(tx, "INSERT INTO grain_docs (grain_id, memory, len, dim, block, toks) VALUES ", docs)
@@ -485,9 +494,9 @@ func mergePostings(tx *gorm.DB, from, to string) (int64, error) {
 
 // insertSearchPG is insertSearch in a pgx transaction.
 func insertSearchPG(ctx context.Context, tx pgx.Tx, memory string, stored []*GrainRow) error {
-	terms, docs := searchRows(memory, stored)
-	if len(terms) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_postings"}, []string{"token", "block", "posts"}, pgx.CopyFromRows(terms)); err != nil {
+	entries, block, docs := searchRows(memory, stored)
+	if len(entries) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"grain_postings"}, []string{"token", "block", "posts"}, pgx.CopyFromRows(postingRows(entries, block))); err != nil {
 			return err
 		}
 	}

@@ -120,7 +120,8 @@ func TestSearchRowsMatchesReference(t *testing.T) {
 			}
 			rows = append(rows, row)
 		}
-		gotT, gotD := searchRows("m", rows)
+		entries, block, gotD := searchRows("m", rows)
+		gotT := postingRows(entries, block)
 		wantT, wantD := referenceSearchRows("m", rows)
 		if !reflect.DeepEqual(normalise(gotT), normalise(wantT)) {
 			t.Fatalf("blocks\n got %v\nwant %v", gotT, wantT)
