@@ -117,11 +117,11 @@ func (ws *Words) Terms(texts ...string) Doc {
 // stem returns w's stem.
 func (ws *Words) stem(w string) string {
 	if ws == nil {
-		return english.Stem(w, false)
+		return stem(w)
 	}
 	s, ok := ws.stems[w]
 	if !ok {
-		s = english.Stem(w, false)
+		s = stem(w)
 		ws.stems[w] = s
 	}
 	return s
@@ -160,7 +160,7 @@ func Matches(terms []string, texts ...string) bool {
 	}
 	for _, text := range texts {
 		found := eachWord(text, func(w string) bool {
-			return len(w) >= minLen && first[w[0]] && slices.Contains(terms, english.Stem(w, false))
+			return len(w) >= minLen && first[w[0]] && slices.Contains(terms, stem(w))
 		})
 		if found {
 			return true
