@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -332,6 +333,23 @@ func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pendi
 		return out, nil
 	}
 	fresh := pick(rows, pos)
+	// A large batch's text index is planned (searchPlan: its postings
+	// grouped by token, in token order) on another core while the grains
+	// are inserted on this one; the plan reads the rows' search fields,
+	// the insert writes their ids (and, gorm's CreateInBatches, every
+	// element of the slice it is given: the plan reads a copy).
+	var planned chan plannedSearch
+	if len(fresh) >= planParallel && runtime.GOMAXPROCS(0) > 1 {
+		planned = make(chan plannedSearch, 1)
+		own := slices.Clone(fresh)
+		go func() {
+			if err := indexed(p); err != nil {
+				planned <- plannedSearch{err: err}
+				return
+			}
+			planned <- plannedSearch{plan: planSearch(own)}
+		}()
+	}
 	if err := tx.CreateInBatches(fresh, chunk).Error; err != nil {
 		return nil, translate(err, "insert grains")
 	}
@@ -349,13 +367,30 @@ func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pendi
 			return nil, translate(err, "insert tags")
 		}
 	}
-	if err := indexed(p); err != nil {
+	var plan *searchPlan
+	if planned != nil {
+		r := <-planned
+		if r.err != nil {
+			return nil, r.err
+		}
+		plan = r.plan
+	} else if err := indexed(p); err != nil {
 		return nil, err
 	}
-	if err := db.insertSearch(tx, memory, fresh); err != nil {
+	if err := db.insertSearch(tx, memory, fresh, plan); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// planParallel is the number of new grains from which an insert plans its
+// text index beside the grains' insert (see insertGrains).
+const planParallel = 64
+
+// plannedSearch is a searchPlan made in the background, or why not.
+type plannedSearch struct {
+	plan *searchPlan
+	err  error
 }
 
 // GrainByHash returns the grain with hash in memory, or a not_found error.

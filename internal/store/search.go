@@ -199,18 +199,37 @@ func unpackTokens(b []byte) ([][]byte, error) {
 // grain_postings, see postingRows), their block key and the document rows
 // (grain_id, memory, len, dim, block, toks) of stored grains (their IDs
 // set), the grains of one insert: their block is the least of their ids.
-//
-// It runs in the write transaction of every batch, so it allocates little:
-// the postings are grouped by a counting pass into one slice, the values
-// (blocks, token lists, the rows' fields) are cut from shared buffers, and
-// a token is the first row's slice of it, not a copy.
 func searchRows(memory string, stored []*GrainRow) ([]search.SegmentEntry, int64, [][]any) {
-	var block int64
+	return planSearch(stored).rows(memory, stored)
+}
+
+// searchPlan is what searchRows computes before the grains have ids: the
+// grouping of their postings by token, in token order, and their packed
+// token lists. planSearch runs beside the grains' insert (see
+// insertGrains), so that only the part that needs the ids (rows) is on
+// the batch's path.
+//
+// It runs for every batch, so it allocates little: the postings are
+// grouped by a counting pass into one slice, the token lists are cut from
+// one buffer, and a token is the first row's slice of it, not a copy.
+type searchPlan struct {
+	groups []postingGroup
+	order  []int32  // the groups in token order
+	slots  []int32  // each posting's place in the grouped slice, in the rows' order
+	toks   [][]byte // the document rows' token lists, in the rows' order (nil: no terms)
+}
+
+// postingGroup is one token's postings: posts[start:end] of the grouped
+// slice.
+type postingGroup struct {
+	tok        []byte
+	start, end int
+}
+
+// planSearch groups stored's postings by token (see searchPlan).
+func planSearch(stored []*GrainRow) *searchPlan {
 	total, ndocs, tokBytes := 0, 0, 0
 	for _, r := range stored {
-		if block == 0 || r.ID < block {
-			block = r.ID
-		}
 		total += len(r.Terms)
 		if r.DocLen > 0 || r.Dim > 0 {
 			ndocs++
@@ -219,66 +238,84 @@ func searchRows(memory string, stored []*GrainRow) ([]search.SegmentEntry, int64
 			}
 		}
 	}
-	// A term's postings are posts[start:end] of its group: the first pass
-	// counts them (end), the second places them (end is the cursor).
-	type group struct {
-		tok        []byte
-		start, end int
-	}
+	// The first pass counts each group's postings (end), the second
+	// places them (end is the cursor).
+	p := &searchPlan{slots: make([]int32, 0, total), toks: make([][]byte, 0, ndocs)}
 	index := make(map[string]int32, total/2)
-	var groups []group
-	of := make([]int32, 0, total) // the group of each posting, in the rows' order
 	for _, r := range stored {
 		for _, t := range r.Terms {
 			g, ok := index[string(t.Token)]
 			if !ok {
-				g = int32(len(groups))
+				g = int32(len(p.groups))
 				index[string(t.Token)] = g
-				groups = append(groups, group{tok: t.Token})
+				p.groups = append(p.groups, postingGroup{tok: t.Token})
 			}
-			groups[g].end++
-			of = append(of, g)
+			p.groups[g].end++
+			p.slots = append(p.slots, g)
 		}
 	}
-	order := make([]int32, len(groups))
+	p.order = make([]int32, len(p.groups))
 	at := 0
-	for i := range groups {
-		order[i] = int32(i)
-		groups[i].start, groups[i].end, at = at, at, at+groups[i].end
+	for i := range p.groups {
+		p.order[i] = int32(i)
+		p.groups[i].start, p.groups[i].end, at = at, at, at+p.groups[i].end
 	}
-	posts := make([]search.Posting, total)
-	k := 0
-	for _, r := range stored {
-		for _, t := range r.Terms {
-			g := &groups[of[k]]
-			posts[g.end] = search.Posting{ID: r.ID, TF: t.TF, DL: t.DL}
-			g.end++
-			k++
-		}
+	for k, g := range p.slots {
+		p.slots[k] = int32(p.groups[g].end)
+		p.groups[g].end++
 	}
-	slices.SortFunc(order, func(a, b int32) int { return bytes.Compare(groups[a].tok, groups[b].tok) })
-
-	blockV, memoryV := any(block), any(memory)
-	entries := make([]search.SegmentEntry, len(groups))
-	buf := make([]byte, 0, 8*len(groups)+5*total)
-	for i, g := range order {
-		gr := groups[g]
-		from := len(buf)
-		buf = search.AppendBlock(buf, posts[gr.start:gr.end])
-		entries[i] = search.SegmentEntry{Token: gr.tok, Block: buf[from:len(buf):len(buf)]}
-	}
-	cells := make([]any, 6*ndocs)
-	docs := make([][]any, 0, ndocs)
+	slices.SortFunc(p.order, func(a, b int32) int { return bytes.Compare(p.groups[a].tok, p.groups[b].tok) })
 	packed := make([]byte, 0, tokBytes)
 	for _, r := range stored {
 		if r.DocLen == 0 && r.Dim == 0 {
 			continue
 		}
-		var pt any
+		var pt []byte
 		if len(r.Terms) > 0 {
 			from := len(packed)
 			packed = appendTokens(packed, r.Terms)
 			pt = packed[from:len(packed):len(packed)]
+		}
+		p.toks = append(p.toks, pt)
+	}
+	return p
+}
+
+// rows returns searchRows' answer for stored, the rows p was planned for,
+// now that they have ids.
+func (p *searchPlan) rows(memory string, stored []*GrainRow) ([]search.SegmentEntry, int64, [][]any) {
+	var block int64
+	for _, r := range stored {
+		if block == 0 || r.ID < block {
+			block = r.ID
+		}
+	}
+	posts := make([]search.Posting, len(p.slots))
+	k := 0
+	for _, r := range stored {
+		for _, t := range r.Terms {
+			posts[p.slots[k]] = search.Posting{ID: r.ID, TF: t.TF, DL: t.DL}
+			k++
+		}
+	}
+	entries := make([]search.SegmentEntry, len(p.groups))
+	buf := make([]byte, 0, 8*len(p.groups)+5*len(posts))
+	for i, g := range p.order {
+		gr := p.groups[g]
+		from := len(buf)
+		buf = search.AppendBlock(buf, posts[gr.start:gr.end])
+		entries[i] = search.SegmentEntry{Token: gr.tok, Block: buf[from:len(buf):len(buf)]}
+	}
+	blockV, memoryV := any(block), any(memory)
+	cells := make([]any, 6*len(p.toks))
+	docs := make([][]any, 0, len(p.toks))
+	for _, r := range stored {
+		if r.DocLen == 0 && r.Dim == 0 {
+			continue
+		}
+		var pt any
+		if t := p.toks[len(docs)]; t != nil {
+			pt = t
 		}
 		row := cells[6*len(docs) : 6*len(docs)+6 : 6*len(docs)+6]
 		row[0], row[1], row[2], row[3], row[4], row[5] = r.ID, memoryV, r.DocLen, r.Dim, blockV, pt
@@ -323,8 +360,13 @@ func postingRows(entries []search.SegmentEntry, block int64) [][]any {
 // a grain's postings for a token are in the block of greatest key at or
 // below its id, in the newest table that holds such a block
 // (rewriteSQLite relies on this).
-func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow) error {
-	entries, block, docs := searchRows(memory, stored)
+//
+// plan is stored's searchPlan, or nil to make it here.
+func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow, plan *searchPlan) error {
+	if plan == nil {
+		plan = planSearch(stored)
+	}
+	entries, block, docs := plan.rows(memory, stored)
 	if db.dialect != Postgres && len(entries) > 0 {
 		size := 0
 		for _, e := range entries {

@@ -47,13 +47,26 @@ func zipfBatch(n int, first int64, seed uint64) []*GrainRow {
 }
 
 // BenchmarkSearchRows times building a batch's postings blocks and
-// document rows (searchRows, in the write transaction of every batch add).
+// document rows (searchRows, in the write transaction of every batch add),
+// and its two parts: the plan (beside the grains' insert, for batches of
+// planParallel grains or more) and the rows from it (on the batch's path).
 func BenchmarkSearchRows(b *testing.B) {
 	for _, n := range []int{10, 1000} {
+		rows := zipfBatch(n, 1, 1)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			rows := zipfBatch(n, 1, 1)
 			for b.Loop() {
 				searchRows("m", rows)
+			}
+		})
+		b.Run(fmt.Sprint(n, "/plan"), func(b *testing.B) {
+			for b.Loop() {
+				planSearch(rows)
+			}
+		})
+		b.Run(fmt.Sprint(n, "/rows"), func(b *testing.B) {
+			p := planSearch(rows)
+			for b.Loop() {
+				p.rows("m", rows)
 			}
 		})
 	}
