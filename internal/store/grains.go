@@ -333,6 +333,12 @@ func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pendi
 		return out, nil
 	}
 	fresh := pick(rows, pos)
+	// A large batch that will merge the text index's tail reads and
+	// merges its segments through another connection meanwhile.
+	var pre <-chan preparedMerge
+	if db.dialect != Postgres && len(fresh) >= planParallel && runtime.GOMAXPROCS(0) > 1 && db.tail.due() {
+		pre = db.prepareMergeAsync(tx.Statement.Context)
+	}
 	// A large batch's text index is planned (searchPlan: its postings
 	// grouped by token, in token order) on another core while the grains
 	// are inserted on this one; the plan reads the rows' search fields,
@@ -377,15 +383,16 @@ func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pendi
 	} else if err := indexed(p); err != nil {
 		return nil, err
 	}
-	if err := db.insertSearch(tx, memory, fresh, plan); err != nil {
+	if err := db.insertSearch(tx, memory, fresh, plan, pre); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // planParallel is the number of new grains from which an insert plans its
-// text index beside the grains' insert (see insertGrains).
-const planParallel = 64
+// text index, and prepares the merge of its tail, beside the grains'
+// insert (see insertGrains). A variable for the tests.
+var planParallel = 64
 
 // plannedSearch is a searchPlan made in the background, or why not.
 type plannedSearch struct {

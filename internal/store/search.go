@@ -346,12 +346,15 @@ func postingRows(entries []search.SegmentEntry, block int64) [][]any {
 // batch of 1,000 grains writes one row and its overflow pages where it
 // wrote one row per distinct term (about 2,850 at 20,000 grains, each at a
 // random place of the (token, block) order, dirtying most of the table's
-// pages). The insert that brings the segments to tailSegments, or their
-// blocks to the tail's limit, merges them into posting_mid: one block per
-// token for all of them (search.MergeSegments), keyed by the first segment
-// holding the token, written in key order; the one that brings posting_mid
-// to tailRatio times the limit moves it into grain_postings, as one
-// ordered copy. Readers read all three (PostingBlocks, rewriteSQLite).
+// pages). The insert that finds the segments' blocks at the tail's limit
+// or over, or whose own segment would be the tailSegments-th, first merges
+// them into posting_mid (postingTail.due): one block per token for all of
+// them (search.MergeSegments), keyed by the first segment holding the
+// token, written in key order; the merge that brings posting_mid to
+// tailRatio times the limit moves it into grain_postings, as one ordered
+// copy. A large batch reads and merges the segments on another core while
+// its grains are inserted (insertGrains, prepareMergeAsync), and its
+// transaction only checks that they did not change and writes the result. Readers read all three (PostingBlocks, rewriteSQLite).
 // PostgreSQL has no tail.
 //
 // A block's key is the least grain id of the first insert it holds, and
@@ -361,25 +364,17 @@ func postingRows(entries []search.SegmentEntry, block int64) [][]any {
 // below its id, in the newest table that holds such a block
 // (rewriteSQLite relies on this).
 //
-// plan is stored's searchPlan, or nil to make it here.
-func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow, plan *searchPlan) error {
+// plan is stored's searchPlan, or nil to make it here; pre, if not nil,
+// delivers the tail's merge prepared beside the transaction (see
+// mergeSegments).
+func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow, plan *searchPlan, pre <-chan preparedMerge) error {
 	if plan == nil {
 		plan = planSearch(stored)
 	}
 	entries, block, docs := plan.rows(memory, stored)
 	if db.dialect != Postgres && len(entries) > 0 {
-		size := 0
-		for _, e := range entries {
-			size += len(e.Token) + len(e.Block) + 4
-		}
-		data := search.AppendSegment(make([]byte, 0, size), entries)
-		if err := (gormRunner{tx}).exec(tx.Statement.Context, "INSERT INTO posting_segments (block, ver, n, data) VALUES (?, ?, ?, ?)",
-			block, rand.Int64(), len(entries), data); err != nil {
-			return translate(err, "insert search index")
-		}
-		segs, blocks := db.tail.segs.Add(1), db.tail.rows[0].Add(int64(len(entries)))
-		if segs >= tailSegments || blocks >= db.tail.limit(0) {
-			n, err := db.mergeSegments(tx)
+		if db.tail.due() {
+			n, err := db.mergeSegments(tx, pre)
 			if err != nil {
 				return err
 			}
@@ -394,6 +389,17 @@ func (db *DB) insertSearch(tx *gorm.DB, memory string, stored []*GrainRow, plan 
 				db.tail.rows[1].Store(0)
 			}
 		}
+		size := 0
+		for _, e := range entries {
+			size += len(e.Token) + len(e.Block) + 4
+		}
+		data := search.AppendSegment(make([]byte, 0, size), entries)
+		if err := (gormRunner{tx}).exec(tx.Statement.Context, "INSERT INTO posting_segments (block, ver, n, data) VALUES (?, ?, ?, ?)",
+			block, rand.Int64(), len(entries), data); err != nil {
+			return translate(err, "insert search index")
+		}
+		db.tail.segs.Add(1)
+		db.tail.rows[0].Add(int64(len(entries)))
 		entries = nil
 	}
 	if err := db.insertRows(tx, "INSERT INTO grain_postings (token, block, posts) VALUES ", postingRows(entries, block)); err != nil {
@@ -449,6 +455,13 @@ const (
 	tailSegments = 64
 )
 
+// due reports whether the next insert merges the tail's segments before it
+// adds its own: they hold the tail's limit of blocks or more, or its own
+// would be the tailSegments-th.
+func (t *postingTail) due() bool {
+	return t.segs.Load()+1 >= tailSegments || t.rows[0].Load() >= t.limit(0)
+}
+
 // limit returns the size of the tail's level (0: the segments' blocks, 1:
 // posting_mid's rows) from which an insert merges it into the next table.
 func (t *postingTail) limit(level int) int64 {
@@ -483,43 +496,113 @@ func (db *DB) countTail(ctx context.Context) error {
 	return nil
 }
 
-// mergeSegments merges the tail's segments into posting_mid (see
-// insertSearch), deletes them, and returns the rows it inserted.
-func (db *DB) mergeSegments(tx *gorm.DB) (int64, error) {
-	ctx := tx.Statement.Context
-	var keys []int64
+// tailMerge is a merge of the tail's segments prepared from one listing of
+// them: their keys and versions, and the rows (token, block, posts) of
+// posting_mid merged from them, in token order.
+type tailMerge struct {
+	keys, vers []int64
+	rows       [][]any
+}
+
+// prepareMerge reads the tail's segments through r and merges them.
+func prepareMerge(ctx context.Context, r runner) (*tailMerge, error) {
+	m := &tailMerge{}
 	var segs []search.Segment
-	err := gormRunner{tx}.query(ctx, "SELECT block, data FROM posting_segments ORDER BY block", nil, func(scan func(...any) error) error {
-		var key int64
+	err := r.query(ctx, "SELECT block, ver, data FROM posting_segments ORDER BY block", nil, func(scan func(...any) error) error {
+		var key, ver int64
 		var data []byte
-		if err := scan(&key, &data); err != nil {
+		if err := scan(&key, &ver, &data); err != nil {
 			return err
 		}
 		seg, err := search.ParseSegment(data)
 		if err != nil {
 			return err
 		}
-		keys, segs = append(keys, key), append(segs, seg)
+		m.keys, m.vers, segs = append(m.keys, key), append(m.vers, ver), append(segs, seg)
 		return nil
 	})
 	if err != nil {
-		return 0, translate(err, "merge postings")
+		return nil, translate(err, "merge postings")
 	}
 	entries, first, err := search.MergeSegments(segs)
 	if err != nil {
-		return 0, fmt.Errorf("merge postings: %w", err)
+		return nil, fmt.Errorf("merge postings: %w", err)
 	}
-	rows := make([][]any, len(entries))
+	m.rows = make([][]any, len(entries))
 	cells := make([]any, 3*len(entries))
 	for i, e := range entries {
 		row := cells[3*i : 3*i+3 : 3*i+3]
-		row[0], row[1], row[2] = e.Token, keys[first[i]], e.Block
-		rows[i] = row
+		row[0], row[1], row[2] = e.Token, m.keys[first[i]], e.Block
+		m.rows[i] = row
 	}
-	if err := db.insertRows(tx, "INSERT INTO posting_mid (token, block, posts) VALUES ", rows); err != nil {
+	return m, nil
+}
+
+// current reports whether the tail's segments, as r lists them, are still
+// those m was prepared from: the same keys with the same versions (a
+// segment's version changes whenever its row is written).
+func (m *tailMerge) current(ctx context.Context, r runner) bool {
+	i := 0
+	err := r.query(ctx, "SELECT block, ver FROM posting_segments ORDER BY block", nil, func(scan func(...any) error) error {
+		var key, ver int64
+		if err := scan(&key, &ver); err != nil {
+			return err
+		}
+		if i >= len(m.keys) || m.keys[i] != key || m.vers[i] != ver {
+			return errStale
+		}
+		i++
+		return nil
+	})
+	return err == nil && i == len(m.keys)
+}
+
+// errStale stops a listing that differs from a prepared merge's.
+var errStale = errors.New("the tail's segments changed")
+
+// preparedMerge is a tailMerge prepared in the background, or why not.
+type preparedMerge struct {
+	merge *tailMerge
+	err   error
+}
+
+// prepareMergeAsync prepares the merge of the tail's segments on a
+// goroutine, reading them through the store's pool while tx (which may
+// still change them) runs; mergeSegments takes it if the segments did not
+// change. SQLite's pool has no bound (see Open), so the read never waits
+// for tx's connection.
+func (db *DB) prepareMergeAsync(ctx context.Context) <-chan preparedMerge {
+	out := make(chan preparedMerge, 1)
+	go func() {
+		m, err := prepareMerge(ctx, gormRunner{db.gorm})
+		out <- preparedMerge{m, err}
+	}()
+	return out
+}
+
+// mergeSegments merges the tail's segments into posting_mid (see
+// insertSearch), deletes them, and returns the rows it inserted. pre, if
+// not nil, delivers a merge prepared beside the transaction: it is used if
+// the segments are still those it read, else they are read and merged
+// here.
+func (db *DB) mergeSegments(tx *gorm.DB, pre <-chan preparedMerge) (int64, error) {
+	ctx := tx.Statement.Context
+	var m *tailMerge
+	if pre != nil {
+		if p := <-pre; p.err == nil && p.merge.current(ctx, gormRunner{tx}) {
+			m = p.merge
+		}
+	}
+	if m == nil {
+		var err error
+		if m, err = prepareMerge(ctx, gormRunner{tx}); err != nil {
+			return 0, err
+		}
+	}
+	if err := db.insertRows(tx, "INSERT INTO posting_mid (token, block, posts) VALUES ", m.rows); err != nil {
 		return 0, err
 	}
-	return int64(len(rows)), translate(tx.Exec("DELETE FROM posting_segments").Error, "merge postings")
+	return int64(len(m.rows)), translate(tx.Exec("DELETE FROM posting_segments").Error, "merge postings")
 }
 
 // mergePostings moves the blocks of table from into table to, in key

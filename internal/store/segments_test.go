@@ -31,6 +31,10 @@ func TestSegmentsModel(t *testing.T) {
 	}
 	w, r := open(), open()
 	defer func() { w.Close(); r.Close() }()
+	// Inserts of 4 grains or more are planned, and merge the tail as
+	// prepared, beside their grains' insert (see insertGrains).
+	defer func(n int) { planParallel = n }(planParallel)
+	planParallel = 4
 	f := newFixture(t, w, 1)
 	ctx := context.Background()
 	toks := [][]byte{tok("a"), tok("b"), tok("c"), tok("d"), tok("e")}
@@ -144,6 +148,95 @@ func TestSegmentsModel(t *testing.T) {
 	for _, table := range []string{"posting_segments", "posting_mid", "grain_postings"} {
 		if !merged[table] {
 			t.Errorf("%s never held a block: the merges were not exercised", table)
+		}
+	}
+}
+
+// A merge prepared beside a transaction (prepareMergeAsync) is used only
+// if the tail's segments are still those it read: here the transaction
+// deletes, after the merge was prepared, nothing, a grain of the last
+// insert (its segment rewritten) or all of them (its segment deleted), and
+// the merged blocks must not hold them.
+func TestPreparedMergeChecksTheTail(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, Config{Dialect: SQLite, DSN: filepath.Join(t.TempDir(), "lethe.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetTailMax(1 << 20) // no merge but the test's
+	f := newFixture(t, db, 1)
+	toks := [][]byte{tok("a"), tok("b")}
+	var ids []int64
+	for batch := range 3 {
+		var rows []*GrainRow
+		for i := range 3 {
+			row := f.row(10*batch+i, 0, "s", "r", "o")
+			row.Terms = []TermRow{{Token: toks[i%2], TF: 1, DL: 1}}
+			row.DocLen = 1
+			rows = append(rows, row)
+		}
+		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+	}
+	read := func() []int64 {
+		t.Helper()
+		var out []int64
+		for _, tk := range toks {
+			blocks, err := db.PostingBlocks(ctx, [][]byte{tk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range blocks {
+				ps, err := b.Postings(nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range ps {
+					out = append(out, p.ID)
+				}
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, gone := range []int{0, 1, 3} {
+		want := read()
+		pre := db.prepareMergeAsync(ctx)
+		err := db.gorm.Transaction(func(tx *gorm.DB) error {
+			last := ids[len(ids)-gone:] // of the last insert
+			if len(last) > 0 {
+				if err := deleteIDs(tx, last); err != nil {
+					return err
+				}
+			}
+			want = slices.DeleteFunc(want, func(id int64) bool { return slices.Contains(last, id) })
+			_, err := db.mergeSegments(tx, pre)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("after a merge, %d grains of the last insert deleted before it: %v, want %v", gone, got, want)
+		}
+		// Segments again, for the next round.
+		var rows []*GrainRow
+		for i := range 3 {
+			row := f.row(100+i+10*len(ids), 0, "s", "r", "o")
+			row.Terms = []TermRow{{Token: toks[i%2], TF: 1, DL: 1}}
+			row.DocLen = 1
+			rows = append(rows, row)
+		}
+		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.ID)
 		}
 	}
 }
