@@ -354,8 +354,9 @@ func postingRows(entries []search.SegmentEntry, block int64) [][]any {
 // tailRatio times the limit moves it into grain_postings, as one ordered
 // copy. A large batch reads and merges the segments on another core while
 // its grains are inserted (insertGrains, prepareMergeAsync), and its
-// transaction only checks that they did not change and writes the result. Readers read all three (PostingBlocks, rewriteSQLite).
-// PostgreSQL has no tail.
+// transaction only checks that they did not change and writes the result.
+// Readers read all three (PostingBlocks, rewriteSQLite). PostgreSQL has no
+// tail.
 //
 // A block's key is the least grain id of the first insert it holds, and
 // every insert's ids are above those of every grain before it (the grains
