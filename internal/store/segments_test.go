@@ -184,22 +184,9 @@ func TestPreparedMergeChecksTheTail(t *testing.T) {
 		}
 	}
 	read := func() []int64 {
-		t.Helper()
 		var out []int64
-		for _, tk := range toks {
-			blocks, err := db.PostingBlocks(ctx, [][]byte{tk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, b := range blocks {
-				ps, err := b.Postings(nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, p := range ps {
-					out = append(out, p.ID)
-				}
-			}
+		for _, ids := range postingIDs(t, db, toks) {
+			out = append(out, ids...)
 		}
 		slices.Sort(out)
 		return out
@@ -273,28 +260,7 @@ func TestPostingTailMigrates(t *testing.T) {
 			ids = append(ids, r.ID)
 		}
 	}
-	read := func(db *DB) map[string][]int64 {
-		t.Helper()
-		out := map[string][]int64{}
-		for _, tk := range toks {
-			blocks, err := db.PostingBlocks(ctx, [][]byte{tk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, b := range blocks {
-				ps, err := b.Postings(nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, p := range ps {
-					out[string(tk)] = append(out[string(tk)], p.ID)
-				}
-			}
-			slices.Sort(out[string(tk)])
-		}
-		return out
-	}
-	before := read(db)
+	before := postingIDs(t, db, toks)
 	if len(before[string(toks[1])]) != len(ids) {
 		t.Fatalf("token b holds %d grains, want %d", len(before[string(toks[1])]), len(ids))
 	}
@@ -348,15 +314,38 @@ func TestPostingTailMigrates(t *testing.T) {
 	if err := db.gorm.Raw("SELECT COUNT(*) FROM posting_mid").Scan(&mid).Error; err != nil || mid != 6 {
 		t.Errorf("posting_mid holds %d blocks (%v), want the 6 of posting_tail", mid, err)
 	}
-	if got := read(db); !reflect.DeepEqual(got, before) {
+	if got := postingIDs(t, db, toks); !reflect.DeepEqual(got, before) {
 		t.Errorf("after the migration: %v, want %v", got, before)
 	}
 	if err := db.gorm.Transaction(func(tx *gorm.DB) error { return deleteIDs(tx, ids[5:6]) }); err != nil {
 		t.Fatal(err)
 	}
-	if got := read(db)[string(toks[1])]; slices.Contains(got, ids[5]) || len(got) != len(ids)-1 {
+	if got := postingIDs(t, db, toks)[string(toks[1])]; slices.Contains(got, ids[5]) || len(got) != len(ids)-1 {
 		t.Errorf("token b after deleting grain %d: %v", ids[5], got)
 	}
+}
+
+// postingIDs reads each of toks' postings from db: the grain ids, sorted.
+func postingIDs(t *testing.T, db *DB, toks [][]byte) map[string][]int64 {
+	t.Helper()
+	out := map[string][]int64{}
+	for _, tk := range toks {
+		blocks, err := db.PostingBlocks(context.Background(), [][]byte{tk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range blocks {
+			ps, err := b.Postings(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				out[string(tk)] = append(out[string(tk)], p.ID)
+			}
+		}
+		slices.Sort(out[string(tk)])
+	}
+	return out
 }
 
 // BenchmarkDeleteOneGrain deletes one grain per transaction (its postings
