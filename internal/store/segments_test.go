@@ -168,10 +168,10 @@ func TestPreparedMergeChecksTheTail(t *testing.T) {
 	f := newFixture(t, db, 1)
 	toks := [][]byte{tok("a"), tok("b")}
 	var ids []int64
-	for batch := range 3 {
+	insert := func() { // three grains, one segment
 		var rows []*GrainRow
 		for i := range 3 {
-			row := f.row(10*batch+i, 0, "s", "r", "o")
+			row := f.row(len(ids)+i, 0, "s", "r", "o")
 			row.Terms = []TermRow{{Token: toks[i%2], TF: 1, DL: 1}}
 			row.DocLen = 1
 			rows = append(rows, row)
@@ -182,6 +182,9 @@ func TestPreparedMergeChecksTheTail(t *testing.T) {
 		for _, r := range rows {
 			ids = append(ids, r.ID)
 		}
+	}
+	for range 3 {
+		insert()
 	}
 	read := func() []int64 {
 		var out []int64
@@ -211,20 +214,7 @@ func TestPreparedMergeChecksTheTail(t *testing.T) {
 		if got := read(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("after a merge, %d grains of the last insert deleted before it: %v, want %v", gone, got, want)
 		}
-		// Segments again, for the next round.
-		var rows []*GrainRow
-		for i := range 3 {
-			row := f.row(100+i+10*len(ids), 0, "s", "r", "o")
-			row.Terms = []TermRow{{Token: toks[i%2], TF: 1, DL: 1}}
-			row.DocLen = 1
-			rows = append(rows, row)
-		}
-		if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			ids = append(ids, r.ID)
-		}
+		insert() // a segment again, for the next round
 	}
 }
 
