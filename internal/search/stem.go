@@ -209,6 +209,8 @@ var (
 		"ize", "ion", "al", "er", "ic")
 )
 
+// step1a rewrites the plural endings: sses to ss, ied and ies to i or ie,
+// and drops an s after a part with a vowel before its last letter.
 func (s *stemmer) step1a() {
 	switch x := s.suffix(step1aEnds); x {
 	case "sses":
@@ -229,6 +231,9 @@ func (s *stemmer) step1a() {
 	}
 }
 
+// step1b rewrites eed and eedly in R1 to ee, and drops ed, edly, ing and
+// ingly after a part with a vowel, then mends the end (at, bl and iz take
+// an e, a double letter loses one, a short word takes an e).
 func (s *stemmer) step1b() {
 	x := s.suffix(step1bEnds)
 	switch x {
@@ -268,6 +273,8 @@ func (s *stemmer) step1b() {
 	s.r1, s.r2 = min(r1, s.n), min(r2, s.n)
 }
 
+// step1c turns a final y or Y after a consonant, not the first letter,
+// into i.
 func (s *stemmer) step1c() {
 	n := s.n
 	if n > 2 && (s.b[n-1] == 'y' || s.b[n-1] == 'Y') && !vowel(s.b[n-2]) {
@@ -284,6 +291,8 @@ var step2Repl = map[string]string{
 	"biliti": "ble", "bli": "ble", "fulli": "ful", "lessli": "less",
 }
 
+// step2 rewrites the derivational endings in R1 (ational to ate, izer to
+// ize, li after a valid li-ending dropped, ...).
 func (s *stemmer) step2() {
 	x := s.suffix(step2Ends)
 	if x == "" || len(x) > s.n-s.r1 {
@@ -314,6 +323,8 @@ var step3Repl = map[string]string{
 	"ful": "", "ness": "",
 }
 
+// step3 rewrites the endings of step 3 in R1 (alize to al, ful and ness
+// dropped, ...) and drops ative in R2.
 func (s *stemmer) step3() {
 	x := s.suffix(step3Ends)
 	if x == "" || len(x) > s.n-s.r1 {
@@ -328,6 +339,7 @@ func (s *stemmer) step3() {
 	s.replace(len(x), step3Repl[x])
 }
 
+// step4 drops the endings of step 4 in R2 (ion after s or t only).
 func (s *stemmer) step4() {
 	x := s.suffix(step4Ends)
 	if x == "" || len(x) > s.n-s.r2 {
@@ -342,6 +354,8 @@ func (s *stemmer) step4() {
 	s.cut(len(x))
 }
 
+// step5 drops a final e in R2, or in R1 after no short syllable, and the
+// second l of a final ll in R2.
 func (s *stemmer) step5() {
 	last := s.n - 1
 	if s.r1 > last {
