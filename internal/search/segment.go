@@ -44,24 +44,33 @@ func AppendSegment(b []byte, entries []SegmentEntry) []byte {
 func ParseSegment(v []byte) (Segment, error) {
 	var s Segment
 	for len(v) > 0 {
-		n := int(v[0])
-		if n == 0 || len(v) < 1+n {
-			return Segment{}, errSegment
+		tok, block, size, err := nextEntry(v)
+		if err != nil {
+			return Segment{}, err
 		}
-		tok := v[1 : 1+n : 1+n]
-		v = v[1+n:]
-		m, k := binary.Uvarint(v)
-		if k <= 0 || m == 0 || m > uint64(len(v)-k) {
-			return Segment{}, errSegment
-		}
-		block := v[k : k+int(m) : k+int(m)]
-		v = v[k+int(m):]
+		v = v[size:]
 		if last := len(s.Entries) - 1; last >= 0 && bytes.Compare(s.Entries[last].Token, tok) >= 0 {
 			return Segment{}, errSegment
 		}
 		s.Entries = append(s.Entries, SegmentEntry{Token: tok, Block: block})
 	}
 	return s, nil
+}
+
+// nextEntry reads the entry at the start of v (not empty): its token and
+// block, capped, and its encoded size.
+func nextEntry(v []byte) (tok, block []byte, size int, err error) {
+	n := int(v[0])
+	if n == 0 || len(v) < 1+n {
+		return nil, nil, 0, errSegment
+	}
+	tok = v[1 : 1+n : 1+n]
+	m, k := binary.Uvarint(v[1+n:])
+	if k <= 0 || m == 0 || m > uint64(len(v)-1-n-k) {
+		return nil, nil, 0, errSegment
+	}
+	size = 1 + n + k + int(m)
+	return tok, v[1+n+k : size : size], size, nil
 }
 
 // Find returns the block of tok in s, or nil.
@@ -84,18 +93,11 @@ func RemoveFromSegment(v []byte, gone map[string]map[int64]bool) (out []byte, n 
 	kept := 0 // v[kept:at] is to copy as it is
 	for at := 0; at < len(v); {
 		start := at
-		k := int(v[at])
-		if k == 0 || len(v)-at < 1+k {
-			return nil, 0, false, errSegment
+		tok, block, size, err := nextEntry(v[at:])
+		if err != nil {
+			return nil, 0, false, err
 		}
-		tok := v[at+1 : at+1+k]
-		at += 1 + k
-		m, w := binary.Uvarint(v[at:])
-		if w <= 0 || m == 0 || m > uint64(len(v)-at-w) {
-			return nil, 0, false, errSegment
-		}
-		block := v[at+w : at+w+int(m)]
-		at += w + int(m)
+		at += size
 		ids := gone[string(tok)]
 		if len(ids) == 0 {
 			n++
