@@ -568,16 +568,21 @@ type preparedMerge struct {
 }
 
 // prepareMergeAsync prepares the merge of the tail's segments on a
-// goroutine, reading them through the store's pool while tx (which may
+// background goroutine of the store (Close waits for it), reading them
+// through the store's pool under ctx while the transaction (which may
 // still change them) runs; mergeSegments takes it if the segments did not
 // change. SQLite's pool has no bound (see Open), so the read never waits
-// for tx's connection.
+// for the transaction's connection. It returns nil once the store is
+// closing: the merge is then made in the transaction.
 func (db *DB) prepareMergeAsync(ctx context.Context) <-chan preparedMerge {
 	out := make(chan preparedMerge, 1)
-	go func() {
+	ok := db.goBackground(func(context.Context) {
 		m, err := prepareMerge(ctx, gormRunner{db.gorm})
 		out <- preparedMerge{m, err}
-	}()
+	})
+	if !ok {
+		return nil
+	}
 	return out
 }
 
