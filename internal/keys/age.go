@@ -301,6 +301,9 @@ func (w *AgeWrapper) Unwrap(_ context.Context, _ Ref, wrapped []byte) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
+	if dk, ok := openSmallAge(body, sym, id); ok {
+		return dk, nil
+	}
 	r, err := age.Decrypt(bytes.NewReader(body), sym, id)
 	if err != nil {
 		return nil, fmt.Errorf("age unwrap: %w", err)
@@ -313,6 +316,52 @@ func (w *AgeWrapper) Unwrap(_ context.Context, _ Ref, wrapped []byte) ([]byte, e
 		return nil, fmt.Errorf("age unwrap: key is %d bytes, want %d", len(dk), KeySize)
 	}
 	return dk, nil
+}
+
+// agePayloadNonceSize is the size of the nonce that starts an age file's
+// payload, after its header.
+const agePayloadNonceSize = 16
+
+// openSmallAge decrypts the age file body when it is what a wrapped data
+// key is, a header and a payload of one chunk holding KeySize bytes, and
+// reports whether it did. age.Decrypt allocates and clears two 64 KiB
+// chunk buffers for any file, most of an unwrap's time (about 80 µs
+// here, with the collector's share); this reads the header with age's
+// ExtractHeader and DecryptHeader and opens the one chunk as the age format
+// (C2SP age, "Payload") specifies: the payload key is HKDF-SHA-256 of the
+// file key with the payload's nonce as salt and "payload" as info, and the
+// chunk is ChaCha20-Poly1305 under counter 0 with the last-chunk flag set.
+// Anything else (another size, a header or chunk that does not open) is
+// left to age.Decrypt, which then answers as it always did:
+// TestSmallAgeIsLibrary checks the two agree.
+func openSmallAge(body []byte, ids ...age.Identity) ([]byte, bool) {
+	hdr, err := age.ExtractHeader(bytes.NewReader(body))
+	if err != nil || !bytes.HasPrefix(body, hdr) {
+		return nil, false
+	}
+	payload := body[len(hdr):]
+	if len(payload) != agePayloadNonceSize+KeySize+chacha20poly1305.Overhead {
+		return nil, false
+	}
+	fileKey, err := age.DecryptHeader(hdr, ids...)
+	if err != nil {
+		return nil, false
+	}
+	key, err := hkdf.Key(sha256.New, fileKey, payload[:agePayloadNonceSize], "payload", chacha20poly1305.KeySize)
+	if err != nil {
+		return nil, false
+	}
+	a, err := chacha20poly1305.New(key)
+	if err != nil {
+		return nil, false
+	}
+	var nonce [chacha20poly1305.NonceSize]byte
+	nonce[len(nonce)-1] = 1 // the last (and only) chunk
+	dk, err := a.Open(nil, nonce[:], payload[agePayloadNonceSize:], nil)
+	if err != nil || len(dk) != KeySize {
+		return nil, false
+	}
+	return dk, true
 }
 
 // Rotate adds a new version to the identity file; new wraps use it. Keys
