@@ -293,6 +293,57 @@ func BenchmarkRecallBySubject(b *testing.B) {
 	}
 }
 
+// BenchmarkRecallCold times the first recall after the process's key cache
+// was emptied, as every erasure and every start leaves it, against the same
+// recall right after, keys cached. In a memory of n matrixGrain grains of
+// 1,000 users, a page of 10 by relation holds grains of 10 users (and 2
+// scopes), a page by subject grains of one. Reports the p50 of each and the
+// cold recalls' p99.
+func BenchmarkRecallCold(b *testing.B) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		for _, n := range []int{1000, 10000, 100000} {
+			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
+				cfg, _ := benchStores(b)[name](b)
+				db := openBench(b, cfg)
+				ctx := context.Background()
+				for i := 0; i < n; i += 1000 {
+					batch := make([]lethe.Grain, min(1000, n-i))
+					for j := range batch {
+						batch[j] = matrixGrain(i+j, n)
+					}
+					if _, err := db.AddBatch(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for _, pattern := range []string{"relation", "subject"} {
+					b.Run(pattern, func(b *testing.B) {
+						var cold, warm []time.Duration
+						for k := 0; b.Loop(); k++ {
+							q := lethe.Query{Relation: fmt.Sprintf("rel-%d", k%20), Limit: 10}
+							if pattern == "subject" {
+								q = lethe.Query{Subject: fmt.Sprintf("subject-%d", k*7919%max(1, n/10)), Limit: 10}
+							}
+							db.PurgeKeys()
+							for _, lat := range []*[]time.Duration{&cold, &warm} {
+								start := time.Now()
+								page, err := db.Recall(ctx, q)
+								*lat = append(*lat, time.Since(start))
+								if err != nil || len(page.Grains) == 0 {
+									b.Fatalf("recall %+v: %v", q, err)
+								}
+							}
+						}
+						b.ReportMetric(p50(cold)*1000, "cold-p50-µs")
+						b.ReportMetric(p50(warm)*1000, "warm-p50-µs")
+						slices.Sort(cold)
+						b.ReportMetric(float64(cold[len(cold)*99/100].Microseconds()), "cold-p99-µs")
+					})
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkEraseVsForget compares crypto-erasing a user holding n grains
 // (one key destroyed) with hard-deleting the same grains by user_id. Both
 // exclude the wait for log inclusion (ProofWait is 1 ns: the receipt comes

@@ -120,3 +120,6 @@ func (db *DB) AuditWeight(ctx context.Context) (uint64, error) {
 // insert merges it (SQLite; 0: the default), so that a test exercises the
 // merge with a few grains.
 func (db *DB) SetPostingTailMax(n int64) { db.store.SetTailMax(n) }
+
+// PurgeKeys empties the process's key cache, as every erasure does.
+func (db *DB) PurgeKeys() { db.ring.Purge() }

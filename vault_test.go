@@ -60,8 +60,12 @@ func TestVaultKEK(t *testing.T) {
 			db := openDB(t, cfg)
 			ctx := context.Background()
 			john, _, _ := population(t, db)
-			// A fresh instance has no cached keys: it unwraps through Vault.
+			// A fresh instance has no cached keys: it unwraps through Vault,
+			// a page's keys (three users', five scopes') at once.
 			again := openDB(t, cfg)
+			if n := recallCount(t, again, lethe.Query{}); n != 15 {
+				t.Fatalf("a second instance recalls %d grains through Vault, want 15", n)
+			}
 			if !readable(t, again, john[0]) {
 				t.Fatal("a second instance cannot read through Vault")
 			}
@@ -70,6 +74,9 @@ func TestVaultKEK(t *testing.T) {
 			}
 			if readable(t, again, john[0]) {
 				t.Error("erased grain readable")
+			}
+			if n := recallCount(t, again, lethe.Query{}); n != 10 {
+				t.Errorf("after john's erasure a second instance recalls %d grains, want 10", n)
 			}
 		})
 	}

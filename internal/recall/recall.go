@@ -64,6 +64,9 @@ var _ Keys = (*keys.Keyring)(nil)
 // cached keys. Open fails with code erased for a row whose key is gone.
 type Opener interface {
 	Observe(rows []store.GrainRow)
+	// Warm readies the keys that opening rows needs, after Observe: one
+	// read for a page's keys instead of one per grain.
+	Warm(ctx context.Context, rows []store.GrainRow)
 	Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error)
 }
 
@@ -143,6 +146,7 @@ func (e *Engine) Recall(ctx context.Context, q grains.Query) (*Page, error) {
 		return nil, err
 	}
 	e.opener.Observe(rows)
+	e.opener.Warm(ctx, rows)
 	page := &Page{Grains: make([]grains.Grain, 0, len(rows))}
 	ids := make([]int64, 0, len(rows))
 	for i := range rows {

@@ -239,6 +239,7 @@ func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, 
 			return nil, nil, false, err
 		}
 		e.opener.Observe(rows) // before open: an erase seen here empties the key cache
+		e.opener.Warm(ctx, rows)
 		for i := range rows {
 			g, err := e.opener.Open(ctx, &rows[i])
 			if grains.ErrorCode(err) == grains.CodeErased {
@@ -444,6 +445,7 @@ func (e *Engine) vectors(ctx context.Context, memory string) (*vectorIndex, erro
 			return nil, err
 		}
 		e.opener.Observe(rows)
+		e.opener.Warm(ctx, rows)
 		for j := range rows {
 			g, err := e.opener.Open(ctx, &rows[j])
 			if grains.ErrorCode(err) == grains.CodeErased {
