@@ -297,13 +297,15 @@ func BenchmarkRecallBySubject(b *testing.B) {
 // was emptied, as every erasure and every start leaves it, against the same
 // recall right after, keys cached. In a memory of n matrixGrain grains of
 // 1,000 users, a page of 10 by relation holds grains of 10 users (and 2
-// scopes), a page by subject grains of one. Reports the p50 of each and the
-// cold recalls' p99.
+// scopes), a page by subject grains of one. The third pattern erases a user
+// of another memory instead of emptying the cache: an erasure drops its own
+// memory's keys only. Reports the p50 of each and the first recalls' p99.
 func BenchmarkRecallCold(b *testing.B) {
 	for _, name := range []string{"sqlite", "postgres"} {
 		for _, n := range []int{1000, 10000, 100000} {
 			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
 				cfg, _ := benchStores(b)[name](b)
+				cfg.ProofWait = time.Nanosecond // the erasures elsewhere do not wait for their proof
 				db := openBench(b, cfg)
 				ctx := context.Background()
 				for i := 0; i < n; i += 1000 {
@@ -315,15 +317,29 @@ func BenchmarkRecallCold(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for _, pattern := range []string{"relation", "subject"} {
+				for _, pattern := range []string{"relation", "subject", "relation-after-erasure-elsewhere"} {
 					b.Run(pattern, func(b *testing.B) {
 						var cold, warm []time.Duration
 						for k := 0; b.Loop(); k++ {
 							q := lethe.Query{Relation: fmt.Sprintf("rel-%d", k%20), Limit: 10}
-							if pattern == "subject" {
+							switch pattern {
+							case "subject":
 								q = lethe.Query{Subject: fmt.Sprintf("subject-%d", k*7919%max(1, n/10)), Limit: 10}
+							case "relation-after-erasure-elsewhere":
+								// An erasure in another memory: its keys
+								// are purged, not this memory's.
+								b.StopTimer()
+								user := fmt.Sprintf("elsewhere-%d", k)
+								if _, err := db.Add(ctx, lethe.Grain{Memory: "elsewhere", Type: "fact", Subject: "s", UserID: user}); err != nil {
+									b.Fatal(err)
+								}
+								if _, err := db.ForgetUser(ctx, "elsewhere", user); err != nil {
+									b.Fatal(err)
+								}
+								b.StartTimer()
+							default:
+								db.PurgeKeys()
 							}
-							db.PurgeKeys()
 							for _, lat := range []*[]time.Duration{&cold, &warm} {
 								start := time.Now()
 								page, err := db.Recall(ctx, q)

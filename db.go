@@ -149,7 +149,7 @@ func (db *DB) observe(rows []store.GrainRow) {
 	}
 	for _, r := range rows {
 		if seen, ok := db.epochs.m[r.Memory]; !ok || seen != r.Epoch {
-			db.ring.Purge()
+			db.ring.PurgeMemory(r.Memory)
 			db.epochs.m[r.Memory] = r.Epoch
 		}
 	}

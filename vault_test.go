@@ -82,6 +82,52 @@ func TestVaultKEK(t *testing.T) {
 	}
 }
 
+// TestVaultErasureKeepsOtherMemoriesKeys: an erasure drops the cached keys
+// of its own memory only. After john's erasure in memory "a", recalling
+// memory "b" asks Vault nothing (its keys stay unwrapped), and memory "a"
+// no longer shows john, on this instance and on another one.
+func TestVaultErasureKeepsOtherMemoriesKeys(t *testing.T) {
+	addr, token := testenv.Vault(t)
+	kek := vaultKEK(t, addr, token, false)
+	cfg := lethe.Config{DataDir: t.TempDir(), KEK: kek}
+	db := openDB(t, cfg)
+	ctx := context.Background()
+	for _, m := range []string{"a", "b"} {
+		for _, u := range []string{"john", "jane", "joe"} {
+			for _, scope := range []string{"", "acme", "acme/prod"} {
+				mustAdd(t, db, lethe.Grain{Memory: m, Type: "fact", Subject: "s-" + u, Object: scope, Scope: scope, UserID: u})
+			}
+		}
+	}
+	other := openDB(t, cfg)
+	for _, d := range []*lethe.DB{db, other} {
+		for _, m := range []string{"a", "b"} {
+			if n := recallCount(t, d, lethe.Query{Memory: m}); n != 9 {
+				t.Fatalf("memory %s: %d grains, want 9", m, n)
+			}
+		}
+	}
+	calls := kek.(interface{ Calls() int64 })
+	if _, err := db.ForgetUser(ctx, "a", "john"); err != nil {
+		t.Fatal(err)
+	}
+	before := calls.Calls()
+	if n := recallCount(t, db, lethe.Query{Memory: "b"}); n != 9 {
+		t.Fatalf("memory b after an erasure in a: %d grains, want 9", n)
+	}
+	if c := calls.Calls() - before; c != 0 {
+		t.Errorf("recalling memory b after an erasure in memory a asked Vault %d times: b's keys were dropped", c)
+	}
+	for _, d := range []*lethe.DB{db, other} {
+		if n := recallCount(t, d, lethe.Query{Memory: "a"}); n != 6 {
+			t.Errorf("memory a after john's erasure: %d grains, want 6", n)
+		}
+		if n := recallCount(t, d, lethe.Query{Memory: "a", UserID: "john"}); n != 0 {
+			t.Errorf("memory a after john's erasure: %d of john's grains", n)
+		}
+	}
+}
+
 // TestVaultRotationTrimsBackups rotates the KEK, rewraps live keys and trims
 // old versions: a wrapped key copied before (a backup) no longer unwraps,
 // while the store keeps working.

@@ -58,8 +58,8 @@ type Keys interface {
 	Revalidate(ctx context.Context, memory string) error
 	// WriteChain returns (creating them if needed) the keys a write uses.
 	WriteChain(ctx context.Context, memory, scope, userID string) (*keys.Chain, error)
-	// Purge empties the key cache.
-	Purge()
+	// PurgeMemory empties the key cache of a memory.
+	PurgeMemory(memory string)
 }
 
 var _ Keys = (*keys.Keyring)(nil)
@@ -281,9 +281,9 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 		defer close(scrubbed)
 		e.cfg.Store.ScrubErased(ctx)
 	}()
-	// This process drops its cached keys now; other processes see the new
-	// erase epoch with the next rows they read.
-	e.cfg.Keys.Purge()
+	// This process drops the memory's cached keys now; other processes see
+	// the new erase epoch with the next rows they read.
+	e.cfg.Keys.PurgeMemory(spec.Memory)
 	e.destroyDedicated(ctx, er.Destroyed)
 	if e.cfg.Erased != nil {
 		e.cfg.Erased()

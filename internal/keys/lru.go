@@ -42,6 +42,18 @@ func (l *lru[K, V]) put(k K, v V) {
 	}
 }
 
+// removeIf removes every entry for which drop returns true.
+func (l *lru[K, V]) removeIf(drop func(K, V) bool) {
+	for e := l.order.Front(); e != nil; {
+		next := e.Next()
+		if en := e.Value.(*entry[K, V]); drop(en.k, en.v) {
+			l.order.Remove(e)
+			delete(l.items, en.k)
+		}
+		e = next
+	}
+}
+
 func (l *lru[K, V]) purge() {
 	l.order.Init()
 	clear(l.items)

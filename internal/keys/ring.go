@@ -35,6 +35,8 @@ type Chain struct {
 	UserRef []byte
 	// UserKeyID is the id of the user's key, 0 without a user.
 	UserKeyID int64
+	// memory is the memory the chain's keys belong to (PurgeMemory).
+	memory string
 }
 
 // ScopeIndex is the index key of one scope, prepared: what a query makes
@@ -45,8 +47,9 @@ type ScopeIndex struct {
 }
 
 // Keyring resolves, creates and caches data keys. It is safe for concurrent
-// use. Unwrapped keys stay in a bounded cache; Purge empties it, and callers
-// purge when any key of the store may have been destroyed.
+// use. Unwrapped keys stay in a bounded cache; PurgeMemory empties a
+// memory's part of it (Purge all of it), and callers purge a memory when any
+// of its keys may have been destroyed.
 type Keyring struct {
 	store   Store
 	wrapper Wrapper
@@ -100,6 +103,25 @@ func (k *Keyring) Purge() {
 	k.memGens.purge()
 }
 
+// PurgeMemory drops every cached key of memory, and what was derived from
+// them: an erasure destroys keys of one memory only (every key belongs to
+// one memory, and a chain's keys to the same one), so the other memories'
+// keys stay cached. After it returns, no destroyed key of memory is used
+// again by this Keyring. It walks the caches under the keyring's lock:
+// 2.2 ms for 30,000 entries here (BenchmarkPurgeMemory), once per
+// erasure, against a cold cache for every memory (a recall that unwraps
+// its keys again, see BenchmarkRecallCold).
+func (k *Keyring) PurgeMemory(memory string) {
+	prefix := memory + "\x00" // memory names hold no NUL (grains.ValidateMemory)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.byID.removeIf(func(_ int64, r Record) bool { return r.Memory == memory })
+	k.byName.removeIf(func(n string, _ int64) bool { return strings.HasPrefix(n, prefix) })
+	k.chains.removeIf(func(_ string, c *Chain) bool { return c.memory == memory })
+	k.indexSets.removeIf(func(n string, _ indexSet) bool { return strings.HasPrefix(n, prefix) })
+	k.memGens.removeIf(func(m string, _ int64) bool { return m == memory })
+}
+
 func nameKey(memory string, kind Kind, name string) string {
 	return memory + "\x00" + string(kind) + "\x00" + name
 }
@@ -123,7 +145,7 @@ func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string
 		if r, err = k.store.CreateKey(ctx, fresh); err == nil {
 			return k.adopt(ctx, r, fresh.Fingerprint, dk)
 		}
-		k.purgeIfErased(err)
+		k.purgeIfErased(memory, err)
 	}
 	if err != nil {
 		return Record{}, err
@@ -131,11 +153,11 @@ func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string
 	return k.unwrapAndCache(ctx, r, nk)
 }
 
-// purgeIfErased empties the caches when err says a cached key was erased
-// by another instance, so that a retry resolves live keys.
-func (k *Keyring) purgeIfErased(err error) {
+// purgeIfErased empties memory's caches when err says a cached key was
+// erased by another instance, so that a retry resolves live keys.
+func (k *Keyring) purgeIfErased(memory string, err error) {
 	if grains.ErrorCode(err) == grains.CodeErased {
-		k.Purge()
+		k.PurgeMemory(memory)
 	}
 }
 
@@ -262,8 +284,8 @@ func (k *Keyring) UserRefAt(ctx context.Context, memory, userID string, fresh bo
 
 // Revalidate reads memory's live memory key and, if the cache holds
 // another one (another instance erased the memory, and maybe created a new
-// key since), empties the caches: every key derived under the old one is
-// stale. One indexed read.
+// key since), empties memory's caches: every key derived under the old one
+// is stale. One indexed read.
 func (k *Keyring) Revalidate(ctx context.Context, memory string) error {
 	cached, hit := k.cached(nameKey(memory, KindMemory, ""))
 	if !hit {
@@ -271,7 +293,7 @@ func (k *Keyring) Revalidate(ctx context.Context, memory string) error {
 	}
 	live, err := k.store.LiveKey(ctx, memory, KindMemory, "")
 	if errors.Is(err, ErrNoKey) || (err == nil && live.ID != cached.ID) {
-		k.Purge()
+		k.PurgeMemory(memory)
 		return nil
 	}
 	return err
@@ -355,7 +377,7 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 	}
 	live, err := bs.CreateKeys(ctx, fresh)
 	if err != nil {
-		k.purgeIfErased(err)
+		k.purgeIfErased(memory, err)
 		return err
 	}
 	for i, r := range live {
@@ -404,7 +426,7 @@ func (k *Keyring) WriteChain(ctx context.Context, memory, scope, userID string) 
 		material = append(material, sk.Wrapped)
 	}
 	scopeID := strings.Join(ids, ".")
-	c = &Chain{IndexKey: derive("lethe/index-key/v1\x00"+scopeID, material...)}
+	c = &Chain{IndexKey: derive("lethe/index-key/v1\x00"+scopeID, material...), memory: memory}
 	c.Index = index.NewKey(c.IndexKey)
 	if userID != "" {
 		c.UserRef = userRef(mk.Wrapped, userID)
@@ -476,7 +498,7 @@ func (k *Keyring) GrainKey(ctx context.Context, chainID string) ([]byte, error) 
 	}
 	gk := derive("lethe/grain-key/v1\x00"+chainID, material...)
 	k.mu.Lock()
-	k.chains.put("#"+chainID, &Chain{ID: chainID, GrainKey: gk})
+	k.chains.put("#"+chainID, &Chain{ID: chainID, GrainKey: gk, memory: recs[0].Memory})
 	k.mu.Unlock()
 	return gk, nil
 }
@@ -676,7 +698,7 @@ func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs 
 		material = append(material, cached.Wrapped)
 	}
 	ik := derive("lethe/index-key/v1\x00"+strings.Join(ids, "."), material...)
-	c = &Chain{IndexKey: ik, Index: index.NewKey(ik)}
+	c = &Chain{IndexKey: ik, Index: index.NewKey(ik), memory: mk.Memory}
 	k.mu.Lock()
 	k.chains.put(ck, c)
 	k.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,4 +115,135 @@ func TestWarmChainsModel(t *testing.T) {
 			t.Fatalf("%d reads by id after the warm-up for %d chains, %d of them erased", reads, len(chains), erased)
 		}
 	})
+}
+
+// TestPurgeMemoryModel caches chains and index keys of two memories,
+// destroys random keys of the first (as an erasure of a user, a scope or
+// the memory does) and purges that memory alone. The first memory then
+// answers as a keyring that never cached anything (the same grain keys,
+// erased where a key was destroyed, the same scopes to query); the second
+// answers from its cache without a read.
+func TestPurgeMemoryModel(t *testing.T) {
+	dir := t.TempDir()
+	rapid.Check(t, func(t *rapid.T) {
+		ctx := context.Background()
+		w, err := LoadOrCreateAgeIdentity(filepath.Join(dir, "kek.age"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &countingStore{vaultTestStore: &vaultTestStore{}}
+		ring := NewKeyring(KeyringConfig{Store: st, Wrapper: w})
+		chains := map[string][]*Chain{}
+		for i := range rapid.IntRange(2, 16).Draw(t, "grains") {
+			m := rapid.SampledFrom([]string{"m1", "m2"}).Draw(t, fmt.Sprintf("memory%d", i))
+			scope := rapid.SampledFrom([]string{"", "a", "a/b", "d"}).Draw(t, fmt.Sprintf("scope%d", i))
+			user := rapid.SampledFrom([]string{"", "u1", "u2", "u3"}).Draw(t, fmt.Sprintf("user%d", i))
+			c, err := ring.WriteChain(ctx, m, scope, user)
+			if err != nil {
+				t.Fatal(err)
+			}
+			chains[m] = append(chains[m], c)
+		}
+		for _, m := range []string{"m1", "m2"} {
+			if _, _, err := ring.IndexKeys(ctx, m, "", false); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := ring.UserRefAt(ctx, m, "u1", false); err != nil && len(chains[m]) > 0 {
+				t.Fatal(err)
+			}
+			for _, c := range chains[m] {
+				if _, err := ring.GrainKey(ctx, c.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, r := range st.all() {
+			if r.Memory == "m1" && rapid.IntRange(0, 3).Draw(t, fmt.Sprintf("destroy%d", r.ID)) == 0 {
+				st.destroy(r.ID)
+			}
+		}
+		ring.PurgeMemory("m1")
+		if left := ring.cachedOf("m1"); left != 0 {
+			t.Fatalf("%d cache entries of m1 left after its purge", left)
+		}
+
+		fresh := NewKeyring(KeyringConfig{Store: st, Wrapper: w})
+		for _, c := range chains["m1"] {
+			got, err := ring.GrainKey(ctx, c.ID)
+			want, werr := fresh.GrainKey(ctx, c.ID)
+			if grains.ErrorCode(err) != grains.ErrorCode(werr) || !bytes.Equal(got, want) {
+				t.Fatalf("m1 chain %s after the purge: %x, %v; a fresh keyring: %x, %v", c.ID, got, err, want, werr)
+			}
+		}
+		idx, _, err := ring.IndexKeys(ctx, "m1", "", false)
+		widx, _, werr := fresh.IndexKeys(ctx, "m1", "", true)
+		if err != nil || werr != nil || len(idx) != len(widx) {
+			t.Fatalf("m1 index keys after the purge: %d, %v; a fresh keyring: %d, %v", len(idx), err, len(widx), werr)
+		}
+		for i := range idx {
+			if idx[i].Scope != widx[i].Scope || !bytes.Equal(idx[i].Index.Value("subject", "x"), widx[i].Index.Value("subject", "x")) {
+				t.Fatalf("m1 index key %d: scope %q, a fresh keyring's %q", i, idx[i].Scope, widx[i].Scope)
+			}
+		}
+		before := st.byID.Load()
+		for _, c := range chains["m2"] {
+			if _, err := ring.GrainKey(ctx, c.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := ring.IndexKeys(ctx, "m2", "", false); err != nil {
+			t.Fatal(err)
+		}
+		if st.byID.Load() != before {
+			t.Fatal("purging m1 dropped m2's cached keys")
+		}
+	})
+}
+
+// cachedOf counts the entries of k's caches that belong to memory.
+func (k *Keyring) cachedOf(memory string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for _, e := range k.byID.items {
+		if e.Value.(*entry[int64, Record]).v.Memory == memory {
+			n++
+		}
+	}
+	for name := range k.byName.items {
+		if strings.HasPrefix(name, memory+"\x00") {
+			n++
+		}
+	}
+	for _, e := range k.chains.items {
+		if e.Value.(*entry[string, *Chain]).v.memory == memory {
+			n++
+		}
+	}
+	for name := range k.indexSets.items {
+		if strings.HasPrefix(name, memory+"\x00") {
+			n++
+		}
+	}
+	if _, ok := k.memGens.items[memory]; ok {
+		n++
+	}
+	return n
+}
+
+// BenchmarkPurgeMemory purges one memory out of full caches (10,000 keys
+// by id and by name, 10,000 chains, half of them the purged memory's).
+func BenchmarkPurgeMemory(b *testing.B) {
+	ring := NewKeyring(KeyringConfig{})
+	for b.Loop() {
+		b.StopTimer()
+		for i := range int64(10000) {
+			m := []string{"m1", "m2"}[i%2]
+			r := Record{ID: i + 1, Memory: m, Kind: KindUser, Name: fmt.Sprint(i), Wrapped: NewDataKey()}
+			ring.cache(r, nameKey(m, KindUser, r.Name))
+			ring.chains.put(fmt.Sprint("#", i), &Chain{memory: m})
+		}
+		b.StartTimer()
+		ring.PurgeMemory("m1")
+	}
 }

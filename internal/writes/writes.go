@@ -62,7 +62,7 @@ type Dimensions interface {
 }
 
 // Keys is the key cache a retry drops. *keys.Keyring implements it.
-type Keys interface{ Purge() }
+type Keys interface{ PurgeMemory(memory string) }
 
 // Config configures a Writer.
 type Config struct {
@@ -119,7 +119,7 @@ func (w *Writer) AddBatch(ctx context.Context, gs []grains.Grain) ([]string, err
 		return nil, err
 	}
 	var hs []string
-	err := w.retryErased(func() (err error) {
+	err := w.retryErased(batch[0].Memory, func() (err error) {
 		hs, err = w.insertBatch(ctx, batch)
 		return err
 	})
@@ -138,16 +138,17 @@ func (w *Writer) AddBatch(ctx context.Context, gs []grains.Grain) ([]string, err
 // grain commits; the third comes after that erase.
 const erasedAttempts = 4
 
-// retryErased runs op until it succeeds, fails for another reason than an
-// erased key, or has run erasedAttempts times. Before each retry it drops
-// the cached keys, so that an erased user or scope gets a new key.
-func (w *Writer) retryErased(op func() error) error {
+// retryErased runs op, a write to memory, until it succeeds, fails for
+// another reason than an erased key, or has run erasedAttempts times.
+// Before each retry it drops memory's cached keys, so that an erased user
+// or scope gets a new key.
+func (w *Writer) retryErased(memory string, op func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := op()
 		if grains.ErrorCode(err) != grains.CodeErased || attempt == erasedAttempts {
 			return err
 		}
-		w.cfg.Keys.Purge()
+		w.cfg.Keys.PurgeMemory(memory)
 	}
 }
 
@@ -227,7 +228,7 @@ func (w *Writer) Supersede(ctx context.Context, oldHash string, g grains.Grain, 
 	// another instance. The old version's own erasure shows as not found
 	// (store.Supersede reads it in its transaction), so it is not retried.
 	var hash string
-	err = w.retryErased(func() (err error) {
+	err = w.retryErased(g.Memory, func() (err error) {
 		hash, err = w.supersedeOnce(ctx, oldHash, &g)
 		return err
 	})
