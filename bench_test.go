@@ -308,15 +308,7 @@ func BenchmarkRecallCold(b *testing.B) {
 				cfg.ProofWait = time.Nanosecond // the erasures elsewhere do not wait for their proof
 				db := openBench(b, cfg)
 				ctx := context.Background()
-				for i := 0; i < n; i += 1000 {
-					batch := make([]lethe.Grain, min(1000, n-i))
-					for j := range batch {
-						batch[j] = matrixGrain(i+j, n)
-					}
-					if _, err := db.AddBatch(ctx, batch); err != nil {
-						b.Fatal(err)
-					}
-				}
+				addMatrix(b, db, n)
 				for _, pattern := range []string{"relation", "subject", "relation-after-erasure-elsewhere"} {
 					b.Run(pattern, func(b *testing.B) {
 						var cold, warm []time.Duration
@@ -424,6 +416,19 @@ func matrixGrain(i, n int) lethe.Grain {
 		Importance: 0.5}
 }
 
+// addMatrix adds grains 0 to n-1 of matrixGrain to db, 1,000 a batch.
+func addMatrix(b *testing.B, db *lethe.DB, n int) {
+	for i := 0; i < n; i += 1000 {
+		batch := make([]lethe.Grain, min(1000, n-i))
+		for j := range batch {
+			batch[j] = matrixGrain(i+j, n)
+		}
+		if _, err := db.AddBatch(context.Background(), batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // recallPatterns are the recall patterns of BenchmarkRecallMatrix: query k
 // of each, over a memory of n matrixGrain grains, page size 10.
 var recallPatterns = []struct {
@@ -467,15 +472,7 @@ func BenchmarkRecallMatrix(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				for i := 0; i < n; i += 1000 {
-					batch := make([]lethe.Grain, min(1000, n-i))
-					for j := range batch {
-						batch[j] = matrixGrain(i+j, n)
-					}
-					if _, err := db.AddBatch(ctx, batch); err != nil {
-						b.Fatal(err)
-					}
-				}
+				addMatrix(b, db, n)
 				db.Close()
 				db = openBench(b, cfg)
 				for u := range min(n, 1000) {

@@ -26,6 +26,17 @@ func (s *countingStore) KeysByID(ctx context.Context, ids []int64) ([]Record, er
 	return s.vaultTestStore.KeysByID(ctx, ids)
 }
 
+// countingKeyring returns a keyring over an in-memory store that counts its
+// reads by id, with the age KEK of dir.
+func countingKeyring(t *rapid.T, dir string) (*AgeWrapper, *countingStore, *Keyring) {
+	w, err := LoadOrCreateAgeIdentity(filepath.Join(dir, "kek.age"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &countingStore{vaultTestStore: &vaultTestStore{}}
+	return w, st, NewKeyring(KeyringConfig{Store: st, Wrapper: w})
+}
+
 // destroy marks key id destroyed and drops its wrapped form, as an erasure
 // does.
 func (s *vaultTestStore) destroy(id int64) {
@@ -47,12 +58,7 @@ func TestWarmChainsModel(t *testing.T) {
 	dir := t.TempDir()
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
-		w, err := LoadOrCreateAgeIdentity(filepath.Join(dir, "kek.age"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := &countingStore{vaultTestStore: &vaultTestStore{}}
-		ring := NewKeyring(KeyringConfig{Store: st, Wrapper: w})
+		w, st, ring := countingKeyring(t, dir)
 		scopes := []string{"", "a", "a/b", "a/b/c", "d"}
 		var chains []*Chain
 		for i := range rapid.IntRange(1, 14).Draw(t, "grains") {
@@ -127,12 +133,7 @@ func TestPurgeMemoryModel(t *testing.T) {
 	dir := t.TempDir()
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
-		w, err := LoadOrCreateAgeIdentity(filepath.Join(dir, "kek.age"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := &countingStore{vaultTestStore: &vaultTestStore{}}
-		ring := NewKeyring(KeyringConfig{Store: st, Wrapper: w})
+		w, st, ring := countingKeyring(t, dir)
 		chains := map[string][]*Chain{}
 		for i := range rapid.IntRange(2, 16).Draw(t, "grains") {
 			m := rapid.SampledFrom([]string{"m1", "m2"}).Draw(t, fmt.Sprintf("memory%d", i))
