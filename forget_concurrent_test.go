@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/proofs"
 	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/testenv"
 )
@@ -295,4 +296,42 @@ func rawTestStore(t *testing.T, b string) (string, string, func(string) [][]byte
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return dir, dsn, func(q string) [][]byte { return pgRaw{conn}.direct(t, q) }
+}
+
+// TestConcurrentReceiptsVerify forgets grains from 8 goroutines at once, so
+// that steps number several events and a receipt is proved against a
+// checkpoint signed after its own step: every receipt carries a proof
+// (none pending), for its own event, that an auditor verifies offline.
+func TestConcurrentReceiptsVerify(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		batch := make([]lethe.Grain, 80)
+		for i := range batch {
+			batch[i] = lethe.Grain{Type: "fact", Subject: fmt.Sprint("s", i), UserID: fmt.Sprint("u", i%7), Scope: "team/a"}
+		}
+		hashes, err := db.AddBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(hashes); i += 8 {
+					res, err := db.Forget(ctx, lethe.Selector{Hash: hashes[i]})
+					if err != nil || res.Receipt == nil || res.Pending || res.Proof == nil {
+						t.Errorf("forget %d: %+v, %v", i, res, err)
+						return
+					}
+					v, err := proofs.Verify(res.Proof, proofs.VerifyOptions{LogKey: db.AuditKey()})
+					if err != nil || v.Leaf.ID != res.EventID || v.Leaf.Type != proofs.EventGrainForget {
+						t.Errorf("forget %d: the receipt's proof of %s: %+v, %v", i, res.EventID, v, err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	})
 }

@@ -234,7 +234,7 @@ type Receipt struct {
 // proof, or Pending.
 func (j *Journal) Receipt(ctx context.Context, id string, leaf []byte) (*Receipt, error) {
 	r := &Receipt{EventID: id, Leaf: leaf, LeafSignature: j.signer.SignLeaf(leaf)}
-	p, err := j.waitProof(ctx, id, leaf)
+	p, err := j.waitProof(ctx, id, leaf, r.LeafSignature)
 	switch {
 	case err == nil:
 		r.Proof = p
@@ -251,17 +251,18 @@ func (j *Journal) Receipt(ctx context.Context, id string, leaf []byte) (*Receipt
 	return r, nil
 }
 
-// waitProof returns the proof of event id, whose leaf is leaf, waiting up
-// to the proof wait for a signed checkpoint to cover it; past that it
-// fails with code pending. Reads use ctx; only the waiting is bounded.
-func (j *Journal) waitProof(ctx context.Context, id string, leaf []byte) (*proofs.Proof, error) {
+// waitProof returns the proof of event id, whose leaf is leaf (signed sig),
+// waiting up to the proof wait for a signed checkpoint to cover it; past
+// that it fails with code pending. Reads use ctx; only the waiting is
+// bounded.
+func (j *Journal) waitProof(ctx context.Context, id string, leaf, sig []byte) (*proofs.Proof, error) {
 	wctx, cancel := context.WithTimeout(ctx, j.wait)
 	defer cancel()
 	// The event is committed: every step from mark on sees it, and the
 	// kick after the mark begins one. Usually that step appends it, and
 	// the sequencer says where (Appended): the proof is built without
-	// reading the outbox (ProveAt checks the leaf against the signed root,
-	// so a wrong index or leaf fails rather than proves). Otherwise (another
+	// reading the outbox (ProveAppended checks the leaf against the signed
+	// root, so a wrong index or leaf fails rather than proves). Otherwise (another
 	// replica appended it, or a step failed) the outbox says, pass by pass.
 	// A wait that ends with the event still pending marks and kicks again;
 	// a kick per pass would begin a step nobody needs once the proof is
@@ -271,7 +272,7 @@ func (j *Journal) waitProof(ctx context.Context, id string, leaf []byte) (*proof
 	kicked := true
 	if j.seq.WaitStep(wctx, mark) == nil {
 		if index, cp, ok := j.seq.Appended(id); ok {
-			p, err := j.seq.ProveAt(ctx, index, leaf, cp)
+			p, err := j.seq.ProveAppended(ctx, index, leaf, sig, cp)
 			return p, DomainError(err)
 		}
 		kicked = false // the step it kicked has ended

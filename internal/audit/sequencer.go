@@ -439,9 +439,41 @@ func (s *Sequencer) ProveAt(ctx context.Context, index uint64, leaf []byte, cp *
 	if err != nil {
 		return nil, err
 	}
+	return s.proof(index, leaf, s.signer.SignLeaf(leaf), cp, incl)
+}
+
+// storedPaths is a Log whose audit paths can be read as stored, without
+// the check against its stored roots that InclusionProof makes (the
+// embedded log).
+type storedPaths interface {
+	storedInclusionProof(ctx context.Context, index, size uint64) ([][]byte, error)
+}
+
+// ProveAppended is ProveAt for a checkpoint this process's sequencer signed
+// (Appended), with sig the leaf's signature. The step that signed cp wrote
+// the tree's nodes and the root it signed in one transaction, so the
+// embedded log's path is read as stored, in one read instead of two or
+// three (InclusionProof reads the log's state, and an older root when cp is
+// not the latest, to check the path against them); the path is verified
+// against cp's root before the proof is returned, as every proof is.
+func (s *Sequencer) ProveAppended(ctx context.Context, index uint64, leaf, sig []byte, cp *SignedCheckpoint) (*proofs.Proof, error) {
+	read := s.log.InclusionProof
+	if sp, ok := s.log.(storedPaths); ok {
+		read = sp.storedInclusionProof
+	}
+	incl, err := read(ctx, index, cp.Size)
+	if err != nil {
+		return nil, err
+	}
+	return s.proof(index, leaf, sig, cp, incl)
+}
+
+// proof checks the audit path incl of leaf at index against cp's root and
+// returns the proof.
+func (s *Sequencer) proof(index uint64, leaf, sig []byte, cp *SignedCheckpoint, incl [][]byte) (*proofs.Proof, error) {
 	h := sha256.Sum256(append([]byte{0}, leaf...))
 	if err := proofs.VerifyInclusion(index, cp.Size, h[:], incl, cp.Root[:]); err != nil {
 		return nil, fmt.Errorf("audit: log returned a bad inclusion proof: %w", err)
 	}
-	return proofs.NewProof(leaf, s.signer.SignLeaf(leaf), index, cp.Size, incl, cp.Note)
+	return proofs.NewProof(leaf, sig, index, cp.Size, incl, cp.Note)
 }
