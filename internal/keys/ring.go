@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,7 +516,6 @@ func (k *Keyring) GrainKey(ctx context.Context, chainID string) ([]byte, error) 
 // it always did.
 func (k *Keyring) WarmChains(ctx context.Context, chainIDs []string) {
 	var missing []int64
-	seen := make(map[int64]bool)
 	k.mu.Lock()
 	for _, chainID := range chainIDs {
 		if _, ok := k.chains.get("#" + chainID); ok {
@@ -526,13 +526,14 @@ func (k *Keyring) WarmChains(ctx context.Context, chainIDs []string) {
 			continue
 		}
 		for _, id := range ids {
-			if _, ok := k.byID.get(id); !ok && !seen[id] {
-				seen[id] = true
+			if _, ok := k.byID.get(id); !ok {
 				missing = append(missing, id)
 			}
 		}
 	}
 	k.mu.Unlock()
+	slices.Sort(missing)
+	missing = slices.Compact(missing)
 	if len(missing) < 2 {
 		return // GrainKey reads one key as cheaply
 	}
