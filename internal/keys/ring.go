@@ -508,12 +508,11 @@ func (k *Keyring) GrainKey(ctx context.Context, chainID string) ([]byte, error) 
 // none of them has in the cache are read in one KeysByID and unwrapped (see
 // unwrapAll), so that a page of grains by ten users whose keys this process
 // has not unwrapped yet (after a start, or after an erasure emptied the
-// cache) costs one read instead of ten, and with Vault transit its unwraps
-// overlap. It caches what GrainKey
-// would cache, live keys that unwrap and match their fingerprint, and
-// reports nothing: a key it does not find, a destroyed one, or one it
-// cannot unwrap is left for GrainKey, which reads it again and answers as
-// it always did.
+// cache) costs one read instead of ten (one per 500 keys), and with Vault
+// transit its unwraps overlap. It caches what GrainKey would cache, live
+// keys that unwrap and match their fingerprint, and reports nothing: a key
+// it does not find, a destroyed one, or one it cannot unwrap is left for
+// GrainKey, which reads it again and answers as it always did.
 func (k *Keyring) WarmChains(ctx context.Context, chainIDs []string) {
 	var missing []int64
 	k.mu.Lock()
@@ -537,11 +536,13 @@ func (k *Keyring) WarmChains(ctx context.Context, chainIDs []string) {
 	if len(missing) < 2 {
 		return // GrainKey reads one key as cheaply
 	}
-	got, err := k.store.KeysByID(ctx, missing)
-	if err != nil {
-		return
+	for chunk := range slices.Chunk(missing, 500) {
+		got, err := k.store.KeysByID(ctx, chunk)
+		if err != nil {
+			return
+		}
+		k.unwrapAll(ctx, got)
 	}
-	k.unwrapAll(ctx, got)
 }
 
 // unwrapAll unwraps and caches (by id only) the live keys of rs that the
@@ -642,7 +643,7 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 		recs[r.Name] = r
 	}
 	if len(scopes) > 1 {
-		k.unwrapAll(ctx, scopes) // concurrently: each is a Vault call with Vault transit
+		k.unwrapAll(ctx, scopes) // with Vault transit 8 calls at a time
 	}
 	// A scope's index key derives from every key on its path, so the
 	// prefix's ancestors are needed too (a/b needs a).
