@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lethe-io/lethe"
-	"github.com/lethe-io/lethe/proofs"
 	"github.com/lethe-io/lethe/internal/search"
 	"github.com/lethe-io/lethe/internal/testenv"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // TestConcurrentForgetsKeepPostings forgets, from 8 goroutines at once,
