@@ -284,7 +284,11 @@ type opener struct{ db *DB }
 
 func (o opener) Observe(rows []store.GrainRow) { o.db.observe(rows) }
 
-func (o opener) Warm(ctx context.Context, rows []store.GrainRow) { o.db.sealer.WarmRows(ctx, rows) }
+// Prepare observes rows' erase epochs, then reads the keys they need.
+func (o opener) Prepare(ctx context.Context, rows []store.GrainRow) {
+	o.db.observe(rows)
+	o.db.sealer.WarmRows(ctx, rows)
+}
 
 func (o opener) Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error) {
 	return o.db.sealer.Open(ctx, r)

@@ -262,8 +262,9 @@ func (j *Journal) waitProof(ctx context.Context, id string, leaf, sig []byte) (*
 	// kick after the mark begins one. Usually that step appends it, and
 	// the sequencer says where (Appended): the proof is built without
 	// reading the outbox (ProveAppended checks the leaf against the signed
-	// root, so a wrong index or leaf fails rather than proves). Otherwise (another
-	// replica appended it, or a step failed) the outbox says, pass by pass.
+	// root, so a wrong index or leaf fails rather than proves). Otherwise
+	// (another replica appended it, or a step failed) the outbox says, pass
+	// by pass.
 	// A wait that ends with the event still pending marks and kicks again;
 	// a kick per pass would begin a step nobody needs once the proof is
 	// there.

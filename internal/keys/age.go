@@ -325,10 +325,10 @@ const agePayloadNonceSize = 16
 // openSmallAge decrypts the age file body when it is what a wrapped data
 // key is, a header and a payload of one chunk holding KeySize bytes, and
 // reports whether it did. age.Decrypt allocates and clears two 64 KiB
-// chunk buffers for any file, most of an unwrap's time (about 80 µs
-// here, with the collector's share); this reads the header with age's
-// ExtractHeader and DecryptHeader and opens the one chunk as the age format
-// (C2SP age, "Payload") specifies: the payload key is HKDF-SHA-256 of the
+// chunk buffers for any file, most of an unwrap's time (56-61 µs and
+// 150 KB against 25 µs and 17 KB, BenchmarkAgeUnwrap); this reads the
+// header with age's ExtractHeader and DecryptHeader and opens the one chunk
+// as the age format (C2SP age, "Payload") specifies: the payload key is HKDF-SHA-256 of the
 // file key with the payload's nonce as salt and "payload" as info, and the
 // chunk is ChaCha20-Poly1305 under counter 0 with the last-chunk flag set.
 // Anything else (another size, a header or chunk that does not open) is

@@ -59,14 +59,13 @@ type Keys interface {
 
 var _ Keys = (*keys.Keyring)(nil)
 
-// Opener opens sealed rows. Observe must see every batch of rows read
+// Opener opens sealed rows. Prepare must see every batch of rows read
 // before any of them is opened: a newer erase epoch in them drops the
-// cached keys. Open fails with code erased for a row whose key is gone.
+// memory's cached keys, and then the keys the rows need are read, in one
+// read for the batch instead of one per grain. Open fails with code erased
+// for a row whose key is gone.
 type Opener interface {
-	Observe(rows []store.GrainRow)
-	// Warm readies the keys that opening rows needs, after Observe: one
-	// read for a page's keys instead of one per grain.
-	Warm(ctx context.Context, rows []store.GrainRow)
+	Prepare(ctx context.Context, rows []store.GrainRow)
 	Open(ctx context.Context, r *store.GrainRow) (*grains.Grain, error)
 }
 
@@ -145,8 +144,7 @@ func (e *Engine) Recall(ctx context.Context, q grains.Query) (*Page, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.opener.Observe(rows)
-	e.opener.Warm(ctx, rows)
+	e.opener.Prepare(ctx, rows)
 	page := &Page{Grains: make([]grains.Grain, 0, len(rows))}
 	ids := make([]int64, 0, len(rows))
 	for i := range rows {

@@ -238,8 +238,7 @@ func (e *Engine) collect(ctx context.Context, q *grains.Query, f *store.Filter, 
 		if err != nil {
 			return nil, nil, false, err
 		}
-		e.opener.Observe(rows) // before open: an erase seen here empties the key cache
-		e.opener.Warm(ctx, rows)
+		e.opener.Prepare(ctx, rows) // before open: an erase seen here empties the key cache
 		for i := range rows {
 			g, err := e.opener.Open(ctx, &rows[i])
 			if grains.ErrorCode(err) == grains.CodeErased {
@@ -444,8 +443,7 @@ func (e *Engine) vectors(ctx context.Context, memory string) (*vectorIndex, erro
 		if err != nil {
 			return nil, err
 		}
-		e.opener.Observe(rows)
-		e.opener.Warm(ctx, rows)
+		e.opener.Prepare(ctx, rows)
 		for j := range rows {
 			g, err := e.opener.Open(ctx, &rows[j])
 			if grains.ErrorCode(err) == grains.CodeErased {
