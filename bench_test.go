@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -295,16 +296,21 @@ func BenchmarkRecallBySubject(b *testing.B) {
 
 // BenchmarkRecallCold times the first recall after the process's key cache
 // was emptied, as every erasure and every start leaves it, against the same
-// recall right after, keys cached. In a memory of n matrixGrain grains of
-// 1,000 users, a page of 10 by relation holds grains of 10 users (and 2
+// recall right after, keys cached, on SQLite and PostgreSQL with the local
+// age KEK and on SQLite with Vault transit. In a memory of n matrixGrain
+// grains of 1,000 users, a page of 10 by relation holds grains of 10 users (and 2
 // scopes), a page by subject grains of one. The third pattern erases a user
 // of another memory instead of emptying the cache: an erasure drops its own
 // memory's keys only. Reports the p50 of each and the first recalls' p99.
 func BenchmarkRecallCold(b *testing.B) {
-	for _, name := range []string{"sqlite", "postgres"} {
+	for _, name := range []string{"sqlite", "postgres", "sqlite+vault"} {
 		for _, n := range []int{1000, 10000, 100000} {
 			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
-				cfg, _ := benchStores(b)[name](b)
+				cfg, _ := benchStores(b)[strings.TrimSuffix(name, "+vault")](b)
+				if strings.HasSuffix(name, "+vault") {
+					addr, token := testenv.Vault(b)
+					cfg.KEK = vaultKEK(b, addr, token, false) // each unwrap a call to Vault
+				}
 				cfg.ProofWait = time.Nanosecond // the erasures elsewhere do not wait for their proof
 				db := openBench(b, cfg)
 				ctx := context.Background()
