@@ -31,7 +31,9 @@ const (
 	// CodeAlreadySuperseded is returned by Supersede when the grain already
 	// has a newer version.
 	CodeAlreadySuperseded = grains.CodeAlreadySuperseded
-	// CodeConflict is returned when a write would duplicate a live grain.
+	// CodeConflict is returned when a write would duplicate a live grain,
+	// or when the version chains a forget deletes kept gaining versions
+	// while it ran (it tried five times): try again.
 	CodeConflict = grains.CodeConflict
 	// CodeErased is returned when a key in the grain's chain was destroyed
 	// (crypto-erased); the HTTP API answers it as CodeNotFound.

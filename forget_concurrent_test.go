@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -334,4 +335,154 @@ func TestConcurrentReceiptsVerify(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// TestForgetRacingSupersede forgets a grain by hash while another
+// goroutine supersedes it with a pinned version, which a protection rule
+// keeps, on both stores, with the two calls' starts jittered. Whatever the
+// order, the forget must never delete the pinned version: it either
+// deletes the grain before the supersede (which then fails, not_found), or
+// meets the pinned version and is refused (protected), the grain and its
+// new version both still there. When the rules were checked by a read
+// before the delete's transaction, a supersede committed in between had
+// its pinned version deleted with the chain, no override in the event.
+func TestForgetRacingSupersede(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		outcomes := map[string]int{}
+		for round := range 100 {
+			g := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "racing", Object: fmt.Sprint("v1-", round)})
+			jitter := time.Duration(rand.IntN(120)) * time.Microsecond
+			var wg sync.WaitGroup
+			var res *lethe.ForgetResult
+			var ferr, serr error
+			var h2 string
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				if round%2 == 0 {
+					time.Sleep(jitter)
+				}
+				res, ferr = db.Forget(ctx, lethe.Selector{Hash: g})
+			}()
+			go func() {
+				defer wg.Done()
+				if round%2 == 1 {
+					time.Sleep(jitter)
+				}
+				h2, serr = db.Supersede(ctx, g, lethe.Grain{Type: "fact", Subject: "racing", Object: fmt.Sprint("v2-", round), Pinned: true})
+			}()
+			wg.Wait()
+			switch {
+			case ferr == nil && serr == nil:
+				t.Fatalf("round %d: the forget deleted %v and the supersede added %s: one must have failed", round, short8(res.Hashes), h2[:8])
+			case ferr == nil:
+				wantCode(t, serr, lethe.CodeNotFound)
+				if res.Status != "forgotten" || !slices.Equal(res.Hashes, []string{g}) {
+					t.Fatalf("round %d: forget %+v, want the grain alone", round, res)
+				}
+				if exists(t, db, "", g) {
+					t.Fatalf("round %d: forgotten grain still there", round)
+				}
+				outcomes["forget first"]++
+			case serr == nil:
+				wantCode(t, ferr, lethe.CodeProtected)
+				if !exists(t, db, "", g) || !exists(t, db, "", h2) {
+					t.Fatalf("round %d: a refused forget left the grain %v and its pinned version %v", round, exists(t, db, "", g), exists(t, db, "", h2))
+				}
+				outcomes["supersede first"]++
+			default:
+				t.Fatalf("round %d: forget %v, supersede %v", round, ferr, serr)
+			}
+		}
+		t.Logf("outcomes: %v", outcomes)
+	})
+}
+
+// TestForgetWaitsOutALinkedVersion (PostgreSQL) holds a transaction that
+// links a pinned grain p after v2, the newest version of v1 (what a
+// supersede does), while a forget of v1 reads the chain: it sees v1 and v2
+// only, and waits for v2's row lock. When the link commits, the locked v2
+// names p, which the forget's walk never saw: the forget must walk again
+// and meet p, which a protection rule keeps (refused, protected), rather
+// than delete v1 and v2 and leave p linked to nothing. (SQLite's writer
+// holds the whole database: no link commits during a delete.)
+func TestForgetWaitsOutALinkedVersion(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.Postgres(t)
+	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
+	v1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "linked", Object: "v1"})
+	v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Subject: "linked", Object: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "linked", Object: "v3", Pinned: true})
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, q := range []struct{ sql, col, val, hash string }{
+		{"UPDATE grains SET superseded_by = $1 WHERE hash = $2", "superseded_by", p, v2},
+		{"UPDATE grains SET supersedes = $1 WHERE hash = $2", "supersedes", v2, p},
+	} {
+		if tag, err := tx.Exec(ctx, q.sql, q.val, q.hash); err != nil || tag.RowsAffected() != 1 {
+			t.Fatalf("link %s: %v, %v", q.col, tag, err)
+		}
+	}
+	type result struct {
+		res *lethe.ForgetResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := db.Forget(ctx, lethe.Selector{Hash: v1})
+		done <- result{res, err}
+	}()
+	// The forget waits for a row lock (the link's transaction holds v2).
+	var name string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	for waited := 0; ; waited++ {
+		var n int
+		if err := lockWaiters(ctx, dsn, name, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if waited == 1000 {
+			t.Fatal("the forget never waited for the link's row lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if lethe.ErrorCode(r.err) != lethe.CodeProtected {
+		t.Fatalf("forget of v1 while p was linked after v2: %+v, %v; want refused, protected", r.res, r.err)
+	}
+	for _, h := range []string{v1, v2, p} {
+		if !exists(t, db, "", h) {
+			t.Errorf("%s gone after a refused forget", h[:8])
+		}
+	}
+}
+
+// lockWaiters counts, on a connection of its own, the backends of database
+// name that wait for a lock.
+func lockWaiters(ctx context.Context, dsn, name string, n *int) error {
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", name).Scan(n)
 }

@@ -99,12 +99,10 @@ var _ Requests = (*requests.Workflow)(nil)
 // Protection is the forgetting policy's protection rules as Forget checks
 // them. *sweep.Sweeper implements it.
 type Protection interface {
-	// Protected returns the first of hashes a rule keeps, with the refusal
-	// (perr) a forget of it meets; err is a failure to check.
-	Protected(ctx context.Context, memory string, hashes []string) (hash string, perr, err error)
-	// CheckForget refuses (and audits the refusal of) a forget of hashes
-	// that a rule keeps, unless force; override says force overrode one.
-	CheckForget(ctx context.Context, memory string, hashes []string, force bool) (override bool, err error)
+	// Protected returns the first of rows a rule keeps from an explicit
+	// forget, with the refusal (code protected) a forget of it meets, or
+	// perr nil when none is.
+	Protected(rows []store.OpRow) (hash string, perr error)
 }
 
 // Filter turns a query into a store filter with blind tokens; ok is false
@@ -326,9 +324,20 @@ func (e *Eraser) Refused(ctx context.Context, memory string, err error) error {
 	if !errors.As(err, &held) {
 		return err
 	}
-	ev, eerr := e.cfg.Journal.Event(ctx, proofs.EventErasureRefused, memory, func(l *proofs.Leaf) {
-		l.Hold, l.Reason = held.HoldID, "held"
-	})
+	return e.audit(ctx, memory, err, func(l *proofs.Leaf) { l.Hold, l.Reason = held.HoldID, "held" })
+}
+
+// refusedProtected audits the refusal perr of a forget by a protection rule
+// that keeps the grain hash (an erasure.refused event of reason protected)
+// and returns perr.
+func (e *Eraser) refusedProtected(ctx context.Context, memory, hash string, perr error) error {
+	return e.audit(ctx, memory, perr, func(l *proofs.Leaf) { l.Hashes, l.Reason = []string{hash}, "protected" })
+}
+
+// audit appends an erasure.refused event that set fills in and returns err,
+// the refusal; a failure to audit is logged.
+func (e *Eraser) audit(ctx context.Context, memory string, err error, set func(l *proofs.Leaf)) error {
+	ev, eerr := e.cfg.Journal.Event(ctx, proofs.EventErasureRefused, memory, set)
 	if eerr == nil {
 		eerr = e.cfg.Journal.Append(ctx, ev)
 	}

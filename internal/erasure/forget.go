@@ -54,18 +54,15 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	if sel.Hash != "" {
 		hashes = []string{sel.Hash}
 	}
+	// Protection rules keep grains from a forget by hash; a forget by
+	// subject or user is an erasure request about a person, which only a
+	// hold refuses. The rules are checked on the rows the delete removes,
+	// read in its transaction (store.Deletion's Ops): a version that a
+	// concurrent supersede adds is checked with the rest, or not deleted.
+	// With force a data-protection officer overrides them (a dry run then
+	// reports no protection), and the event says so.
+	protects := len(hashes) > 0 && !(sel.DryRun && force)
 	var override bool
-	var protected error
-	var err error
-	if sel.DryRun {
-		if !force {
-			if _, protected, err = e.cfg.Protection.Protected(ctx, sel.Memory, hashes); err != nil {
-				return nil, err
-			}
-		}
-	} else if override, err = e.cfg.Protection.CheckForget(ctx, sel.Memory, hashes, force); err != nil {
-		return nil, err
-	}
 	// Forgetting by subject or user commits to what was named, so the caller
 	// can later prove which person the event concerned.
 	var nonce []byte
@@ -79,6 +76,14 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	mk := func(ctx context.Context, d *store.Deletion) ([]store.Event, error) {
 		if sel.DryRun {
 			return nil, store.ErrDryRun // roll back: nothing deleted, nothing audited
+		}
+		if protects {
+			if _, perr := e.cfg.Protection.Protected(d.Ops); perr != nil {
+				if !force {
+					return nil, perr // roll back; audited below
+				}
+				override = true
+			}
 		}
 		if len(d.Hashes) == 0 {
 			return nil, nil
@@ -95,6 +100,7 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 		return []store.Event{ev}, err
 	}
 	var del *store.Deletion
+	var err error
 	switch {
 	case sel.Hash != "":
 		del, err = e.cfg.Store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash}, e.cfg.Now().UnixMicro(), mk)
@@ -116,8 +122,19 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 		}
 		del, err = e.cfg.Store.DeleteWhere(ctx, *f, e.cfg.Now().UnixMicro(), mk)
 	}
+	// The refusal by a rule, whether mk met it or a hold refused the
+	// delete first: a protected grain is refused as protected, held or not,
+	// as when the rules were checked before the delete.
+	var protectedHash string
+	var protected error
+	if protects && del != nil {
+		protectedHash, protected = e.cfg.Protection.Protected(del.Ops)
+	}
 	if sel.DryRun {
 		return dryForget(del, err, protected)
+	}
+	if protected != nil && !force {
+		return nil, e.refusedProtected(ctx, sel.Memory, protectedHash, protected)
 	}
 	if err != nil {
 		return nil, e.Refused(ctx, sel.Memory, err)

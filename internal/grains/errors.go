@@ -20,7 +20,7 @@ const (
 	CodeEmptySelector     Code = "empty_selector"     // a forget names nothing to forget
 	CodeNotFound          Code = "not_found"          // no such grain in this memory
 	CodeAlreadySuperseded Code = "already_superseded" // the grain already has a newer version
-	CodeConflict          Code = "conflict"           // the write would duplicate a live grain
+	CodeConflict          Code = "conflict"           // the write would duplicate a live grain, or a forget's chains kept changing
 	CodeErased            Code = "erased"             // a key in the grain's chain was destroyed
 	CodeHeld              Code = "held"               // a legal hold forbids this destructive call
 	CodeProtected         Code = "protected"          // a policy protects the grain from this call

@@ -133,24 +133,15 @@ func holdOn(hs []HoldRow, scope string, userRef []byte) string {
 	return ""
 }
 
-// checkRowHolds refuses if any of the rows (by id) is held.
-func checkRowHolds(tx *gorm.DB, memory string, ids []int64) error {
+// opsHeld refuses if an active hold covers any of rows.
+func opsHeld(tx *gorm.DB, memory string, rows []OpRow) error {
 	hs, err := activeHolds(tx, memory)
 	if err != nil || len(hs) == 0 {
 		return err
 	}
-	for i := 0; i < len(ids); i += chunk {
-		var rows []struct {
-			Scope   string
-			UserRef []byte
-		}
-		if err := tx.Model(&GrainRow{}).Select("scope", "user_ref").Where("id IN ?", ids[i:min(i+chunk, len(ids))]).Find(&rows).Error; err != nil {
-			return translate(err, "read grains")
-		}
-		for _, r := range rows {
-			if id := holdOn(hs, r.Scope, r.UserRef); id != "" {
-				return HoldError(id)
-			}
+	for _, r := range rows {
+		if id := holdOn(hs, r.Scope, r.UserRef); id != "" {
+			return HoldError(id)
 		}
 	}
 	return nil

@@ -269,21 +269,6 @@ func (db *DB) Chains(ctx context.Context, memory string, seeds []OpRow) ([][]OpR
 	return closeChains(db.gorm.WithContext(ctx), memory, seeds)
 }
 
-// ChainOps returns the operational rows of every version of the chains of
-// the grains with the given hashes in memory.
-func (db *DB) ChainOps(ctx context.Context, memory string, hashes []string) ([]OpRow, error) {
-	seeds, err := db.OpsByHashes(ctx, memory, hashes)
-	if err != nil || len(seeds) == 0 {
-		return nil, err
-	}
-	groups, err := db.Chains(ctx, memory, seeds)
-	var out []OpRow
-	for _, g := range groups {
-		out = append(out, g...)
-	}
-	return out, err
-}
-
 // HoldOn returns the id of the first active hold in hs that covers a row
 // with scope and userRef, or "".
 func HoldOn(hs []HoldRow, scope string, userRef []byte) string { return holdOn(hs, scope, userRef) }

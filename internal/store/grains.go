@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -1211,41 +1210,6 @@ type chainRow struct {
 	UserKeyID    int64
 }
 
-// lockChainRows locks the rows of rows (PostgreSQL), in id order so that
-// two deletes of overlapping chains never wait for each other in a cycle,
-// and returns those still there. Rows were read without a lock: a
-// concurrent delete of the same grains may have committed since, and a
-// delete that went on with them would count them off the counters, and
-// report them deleted, a second time.
-func lockChainRows(tx *gorm.DB, rows map[string]chainRow) (map[string]chainRow, error) {
-	if len(rows) == 0 {
-		return rows, nil
-	}
-	ids := make([]int64, 0, len(rows))
-	for _, r := range rows {
-		ids = append(ids, r.ID)
-	}
-	slices.Sort(ids)
-	live := make(map[int64]bool, len(ids))
-	for i := 0; i < len(ids); i += chunk {
-		var got []int64
-		err := tx.Raw("SELECT id FROM grains WHERE id IN ? ORDER BY id FOR UPDATE", ids[i:min(i+chunk, len(ids))]).Scan(&got).Error
-		if err != nil {
-			return nil, translate(err, "lock grains")
-		}
-		for _, id := range got {
-			live[id] = true
-		}
-	}
-	out := make(map[string]chainRow, len(live))
-	for h, r := range rows {
-		if live[r.ID] {
-			out[h] = r
-		}
-	}
-	return out, nil
-}
-
 // Chain returns every version of hash's chain in memory, newest first. A
 // version that was erased (a key of its chain destroyed, or its row deleted
 // by the cleaner since) is returned as a row with only its Hash and Erased
@@ -1326,9 +1290,15 @@ func (db *DB) Chain(ctx context.Context, memory, hash string) ([]GrainRow, error
 	return out, nil
 }
 
-// Deletion says what a delete removed: the hashes, sorted.
+// Deletion says what a delete removed: the hashes, sorted, and the rows'
+// operational columns, in the same order. The rows are read in the
+// delete's transaction, under its row locks on PostgreSQL (SQLite's
+// writer holds the database), so what a caller checks in them before the
+// commit (a protection rule) is what is deleted: a version a concurrent
+// supersede added is either in them or not deleted.
 type Deletion struct {
 	Hashes []string
+	Ops    []OpRow
 }
 
 // DeleteHashes deletes the grains of memory with the given hashes and every
@@ -1350,20 +1320,22 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 		}
 	}
 	var del *Deletion
-	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var seeds []chainRow
-		for i := 0; i < len(hashes); i += chunk {
-			var r []chainRow
-			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&r).Error; err != nil {
-				return translate(err, "read grains")
+	err := retryMoved(func() error {
+		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			var seeds []chainRow
+			for i := 0; i < len(hashes); i += chunk {
+				var r []chainRow
+				if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&r).Error; err != nil {
+					return translate(err, "read grains")
+				}
+				seeds = append(seeds, r...)
 			}
-			seeds = append(seeds, r...)
-		}
-		var err error
-		if del, err = deleteChains(tx, memory, seeds); err != nil {
-			return err
-		}
-		return commitEvents(ctx, tx, now, del, mk)
+			var err error
+			if del, err = deleteChains(tx, memory, seeds); err != nil {
+				return err
+			}
+			return commitEvents(ctx, tx, now, del, mk)
+		})
 	})
 	if err != nil {
 		return del, translate(err, "delete grains")
@@ -1372,6 +1344,24 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 		db.scrubForget(ctx)
 	}
 	return del, nil
+}
+
+// errChainMoved is deleteChains' answer when a chain it walked gained a
+// version before its rows were locked: the transaction is tried again.
+var errChainMoved = errors.New("store: a chain changed while it was read")
+
+// retryMoved runs tx, a delete's transaction, again while it fails with
+// errChainMoved, at most 5 times in all. A chain gains a version per
+// supersede, so a delete racing a steady stream of supersedes can fail
+// with it (code conflict): the caller may try again.
+func retryMoved(tx func() error) error {
+	for range 5 {
+		if err := tx(); !errors.Is(err, errChainMoved) {
+			return err
+		}
+	}
+	return &grains.Error{Code: grains.CodeConflict, Message: "the grains' version chains kept changing during the delete",
+		Hint: "try again"}
 }
 
 // DeleteWhere deletes every grain of f.Memory matching f (superseded and
@@ -1384,18 +1374,20 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, now int64, mk EventsFun
 	}
 	f.IncludeArchived, f.IncludeSuperseded, f.Limit, f.BeforeID = true, true, 0, 0
 	var del *Deletion
-	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := f.resolve(tx); err != nil {
-			return err
-		}
-		seeds, err := db.chainRowsWhere(ctx, tx, &f)
-		if err != nil {
-			return err
-		}
-		if del, err = deleteChains(tx, f.Memory, seeds); err != nil {
-			return err
-		}
-		return commitEvents(ctx, tx, now, del, mk)
+	err := retryMoved(func() error {
+		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := f.resolve(tx); err != nil {
+				return err
+			}
+			seeds, err := db.chainRowsWhere(ctx, tx, &f)
+			if err != nil {
+				return err
+			}
+			if del, err = deleteChains(tx, f.Memory, seeds); err != nil {
+				return err
+			}
+			return commitEvents(ctx, tx, now, del, mk)
+		})
 	})
 	if err != nil {
 		return del, translate(err, "delete grains")
@@ -1446,11 +1438,13 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 	for _, s := range seeds {
 		add(s)
 	}
+	looked := map[string]bool{} // versions read for, found or not
 	for len(frontier) > 0 {
 		var next []string
 		for _, h := range frontier {
 			if _, ok := ids[h]; !ok {
 				next = append(next, h)
+				looked[h] = true
 			}
 		}
 		frontier = nil
@@ -1464,22 +1458,38 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 			}
 		}
 	}
-	if tx.Dialector.Name() == Postgres {
-		var err error
-		if ids, err = lockChainRows(tx, ids); err != nil {
-			return nil, err
+	// The walk read without locks. The rows are read again as they are
+	// now, locked on PostgreSQL in id order (two deletes of overlapping
+	// chains never wait for each other in a cycle); a row a concurrent
+	// delete removed since the walk is not deleted, counted off or
+	// reported a second time.
+	walked := make([]int64, 0, len(ids))
+	for _, r := range ids {
+		walked = append(walked, r.ID)
+	}
+	ops, err := lockOps(tx, memory, walked)
+	if err != nil {
+		return nil, err
+	}
+	// On PostgreSQL a supersede that committed between the walk and the
+	// lock linked a version the walk did not see (the lock reads the row
+	// as it is now): delete nothing, and walk again.
+	for _, r := range ops {
+		for _, h := range [...]string{r.Supersedes, r.SupersededBy} {
+			if _, walk := ids[h]; h != "" && !walk && !looked[h] {
+				return nil, errChainMoved
+			}
 		}
 	}
-	del := &Deletion{Hashes: make([]string, 0, len(ids))}
-	idList := make([]int64, 0, len(ids))
+	slices.SortFunc(ops, func(a, b OpRow) int { return strings.Compare(a.Hash, b.Hash) })
+	del := &Deletion{Hashes: make([]string, len(ops)), Ops: ops}
+	idList := make([]int64, len(ops))
 	c := counter{}
-	for h, r := range ids {
-		del.Hashes = append(del.Hashes, h)
-		idList = append(idList, r.ID)
+	for i, r := range ops {
+		del.Hashes[i], idList[i] = r.Hash, r.ID
 		c.add(r.Scope, r.UserKeyID, -1)
 	}
-	sort.Strings(del.Hashes)
-	if err := checkRowHolds(tx, memory, idList); err != nil {
+	if err := opsHeld(tx, memory, ops); err != nil {
 		return del, err // what a hold refuses, for a dry run to report
 	}
 	if err := deleteIDs(tx, idList); err != nil {

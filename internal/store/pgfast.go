@@ -340,16 +340,16 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 	err = db.pgConn(ctx, func(pc *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
-		b.Queue(`SELECT id, supersedes, superseded_by, scope, user_key_id, user_ref FROM grains WHERE memory = $1 AND hash = $2 FOR UPDATE`, memory, hash)
+		b.Queue(`SELECT `+opColumns+` FROM grains WHERE memory = $1 AND hash = $2 FOR UPDATE`, memory, hash)
 		b.Queue(activeHoldsSQL, memory)
 		br := pc.SendBatch(ctx, b)
-		var r chainRow
-		var userRef []byte
+		var r OpRow
 		found := false
 		var hs []HoldRow
 		_, err := br.Exec()
 		if err == nil {
-			found, err = scanOptional(br.QueryRow(), &r.ID, &r.Supersedes, &r.SupersededBy, &r.Scope, &r.UserKeyID, &userRef)
+			found, err = scanOptional(br.QueryRow(), &r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
+				&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserKeyID, &r.UserRef)
 		}
 		if err == nil {
 			hs, err = scanHolds(br)
@@ -366,8 +366,8 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 		ok = true
 		del = &Deletion{Hashes: []string{}}
 		if found {
-			del.Hashes = append(del.Hashes, hash)
-			if id := holdOn(hs, r.Scope, userRef); id != "" {
+			del.Hashes, del.Ops = append(del.Hashes, hash), []OpRow{r}
+			if id := holdOn(hs, r.Scope, r.UserRef); id != "" {
 				return HoldError(id)
 			}
 		}

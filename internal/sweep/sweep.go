@@ -95,9 +95,6 @@ type Store interface {
 	Memories(ctx context.Context) ([]string, error)
 	// OpsByHashes returns the operational rows of the named grains.
 	OpsByHashes(ctx context.Context, memory string, hashes []string) ([]store.OpRow, error)
-	// ChainOps returns the operational rows of every version of the
-	// chains of the named grains.
-	ChainOps(ctx context.Context, memory string, hashes []string) ([]store.OpRow, error)
 	// Chains groups seeds with every version of their chains.
 	Chains(ctx context.Context, memory string, seeds []store.OpRow) ([][]store.OpRow, error)
 	// Holds returns the active legal holds of memory.
