@@ -486,3 +486,77 @@ func lockWaiters(ctx context.Context, dsn, name string, n *int) error {
 	defer c.Close(ctx)
 	return c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", name).Scan(n)
 }
+
+// TestForgetRetriesADeadlock (PostgreSQL) makes a forget of a chain of two
+// versions one side of a deadlock: another transaction locks v2, the
+// forget locks v1 and waits for v2, then the other transaction asks for v1.
+// PostgreSQL aborts the forget, which waited first (deadlock_detected):
+// the forget must roll back and try again, not fail. (A policy's batch,
+// which locks the newest versions it deletes first and the older ones after,
+// can meet a forget this way.)
+func TestForgetRetriesADeadlock(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.Postgres(t)
+	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
+	v1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "deadlock", Object: "v1"})
+	v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Subject: "deadlock", Object: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	lock := func(h string) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", h); err != nil {
+			t.Fatalf("lock %s: %v", h[:8], err)
+		}
+	}
+	lock(v2)
+	type result struct {
+		res *lethe.ForgetResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := db.Forget(ctx, lethe.Selector{Hash: v1})
+		done <- result{res, err}
+	}()
+	var name string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	for waited := 0; ; waited++ {
+		var n int
+		if err := lockWaiters(ctx, dsn, name, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if waited == 1000 {
+			t.Fatal("the forget never waited for v2's row lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lock(v1) // the cycle: returns once PostgreSQL has aborted the forget's attempt
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.res.Count != 2 {
+		t.Fatalf("forget of a chain that met a deadlock: %+v, %v; want both versions forgotten", r.res, r.err)
+	}
+	for _, h := range []string{v1, v2} {
+		if exists(t, db, "", h) {
+			t.Errorf("%s still there", h[:8])
+		}
+	}
+}

@@ -77,6 +77,7 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 		if sel.DryRun {
 			return nil, store.ErrDryRun // roll back: nothing deleted, nothing audited
 		}
+		override = false // mk runs again when the store retries its transaction
 		if protects {
 			if _, perr := e.cfg.Protection.Protected(d.Ops); perr != nil {
 				if !force {

@@ -1351,17 +1351,24 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 var errChainMoved = errors.New("store: a chain changed while it was read")
 
 // retryMoved runs tx, a delete's transaction, again while it fails with
-// errChainMoved, at most 5 times in all. A chain gains a version per
+// errChainMoved or a lock conflict (PostgreSQL's deadlock_detected: a
+// policy's batch deletes the older versions of the chains it locked by
+// their newest, in another order than a forget's), at most 5 times in all;
+// the failed attempt was rolled back. A chain gains a version per
 // supersede, so a delete racing a steady stream of supersedes can fail
-// with it (code conflict): the caller may try again.
+// with code conflict: the caller may try again.
 func retryMoved(tx func() error) error {
+	var err error
 	for range 5 {
-		if err := tx(); !errors.Is(err, errChainMoved) {
+		if err = tx(); !errors.Is(err, errChainMoved) && !lockConflict(err) {
 			return err
 		}
 	}
-	return &grains.Error{Code: grains.CodeConflict, Message: "the grains' version chains kept changing during the delete",
-		Hint: "try again"}
+	if errors.Is(err, errChainMoved) {
+		return &grains.Error{Code: grains.CodeConflict, Message: "the grains' version chains kept changing during the delete",
+			Hint: "try again"}
+	}
+	return err
 }
 
 // DeleteWhere deletes every grain of f.Memory matching f (superseded and
