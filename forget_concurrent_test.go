@@ -560,3 +560,84 @@ func TestForgetRetriesADeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldWaitsForAForgetInFlight (PostgreSQL) places a legal hold on a
+// scope while a forget of a grain in it is in flight: the forget has begun
+// and waits for the grain's row, which another transaction holds. The
+// hold must wait for the forget: answered while the forget was still to
+// commit, the hold would be followed by the deletion of a grain it covers,
+// and the audit log would show a grain.forget under a hold placed before
+// it. (SQLite's writer holds the whole database: the two never overlap.)
+func TestHoldWaitsForAForgetInFlight(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.Postgres(t)
+	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
+	g := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "in flight", Scope: "legal"})
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", g); err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	waiters := func(n int, or <-chan error) {
+		t.Helper()
+		for waited := 0; ; waited++ {
+			select {
+			case err := <-or:
+				t.Fatalf("the hold was answered (%v) while a forget of a grain under it was in flight", err)
+			default:
+			}
+			var got int
+			if err := lockWaiters(ctx, dsn, name, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got >= n {
+				return
+			}
+			if waited == 1000 {
+				t.Fatalf("%d transactions wait for a lock, want %d", got, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	forgot := make(chan error, 1)
+	var res *lethe.ForgetResult
+	go func() {
+		var err error
+		res, err = db.Forget(ctx, lethe.Selector{Hash: g})
+		forgot <- err
+	}()
+	waiters(1, nil) // the forget, for the grain's row
+	held := make(chan error, 1)
+	go func() {
+		_, err := db.SetHold(ctx, lethe.HoldSpec{Scope: "legal"})
+		held <- err
+	}()
+	waiters(2, held) // and the hold, for the forget
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-forgot; err != nil || res.Count != 1 {
+		t.Fatalf("the forget in flight: %+v, %v", res, err)
+	}
+	if err := <-held; err != nil {
+		t.Fatalf("SetHold: %v", err)
+	}
+	if exists(t, db, "", g) {
+		t.Error("the grain forgotten before the hold is still there")
+	}
+	other := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "after", Scope: "legal"})
+	_, err = db.Forget(ctx, lethe.Selector{Hash: other})
+	wantCode(t, err, lethe.CodeHeld)
+}

@@ -89,6 +89,11 @@ func HoldError(id string) error {
 // SetHold stores a hold with its event.
 func (db *DB) SetHold(ctx context.Context, h HoldRow, evs []Event) error {
 	return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Exclusive: the hold waits for the deletes in flight, and a
+		// delete that starts after it commits reads it (see lockMemory).
+		if err := lockMemory(tx, db.dialect, h.Memory, true); err != nil {
+			return err
+		}
 		if err := tx.Create(&h).Error; err != nil {
 			return translate(err, "set hold")
 		}
@@ -592,10 +597,15 @@ func memoryLockKey(memory string) int32 {
 }
 
 // lockMemory takes memory's write lock until the end of tx, on PostgreSQL:
-// shared by transactions that store grains under its keys, exclusive for
-// an erase. So an erase waits for the writes in flight, and reads its
-// count after they commit, which makes it exact; and a write that starts
-// after the erase sees the destroyed keys. A shared lock is one entry in
+// shared by transactions that store grains under its keys or delete them
+// (forgets, policy batches, compressions), exclusive for an erase and for
+// placing a legal hold. So an erase waits for the writes in flight, and
+// reads its count after they commit, which makes it exact; and a write that
+// starts after the erase sees the destroyed keys. A hold waits for the
+// deletes in flight, and a delete that starts after the hold is placed
+// reads it: no grain is deleted under a hold once its placement has been
+// answered. A delete takes the lock first, before any row lock, so that a
+// hold waiting for it never waits in a cycle. A shared lock is one entry in
 // the server's lock table, where share-locking each key row of a batch
 // wrote every row. On SQLite, writers are serialized by the database.
 func lockMemory(tx *gorm.DB, dialect, memory string, exclusive bool) error {

@@ -306,6 +306,9 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 	del := &PolicyDeletion{}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		*del = PolicyDeletion{}
+		if err := lockMemory(tx, db.dialect, memory, false); err != nil {
+			return err
+		}
 		seeds, err := lockOps(tx, memory, ids)
 		if err != nil {
 			return err
@@ -574,6 +577,9 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 	res := &Replaced{}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		*res = Replaced{}
+		if err := lockMemory(tx, db.dialect, memory, false); err != nil {
+			return err
+		}
 		ids := make([]int64, len(reps))
 		for i, r := range reps {
 			ids[i] = r.OldID

@@ -1322,6 +1322,9 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 	var del *Deletion
 	err := retryMoved(func() error {
 		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := lockMemory(tx, db.dialect, memory, false); err != nil {
+				return err
+			}
 			var seeds []chainRow
 			for i := 0; i < len(hashes); i += chunk {
 				var r []chainRow
@@ -1383,6 +1386,9 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, now int64, mk EventsFun
 	var del *Deletion
 	err := retryMoved(func() error {
 		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := lockMemory(tx, db.dialect, f.Memory, false); err != nil {
+				return err
+			}
 			if err := f.resolve(tx); err != nil {
 				return err
 			}

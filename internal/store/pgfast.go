@@ -328,8 +328,9 @@ const dedupHitsPG = `SELECT g.id, g.hash, g.scope, g.dedup_tok, g.key_chain, g.u
 		WHERE dedup_tok = k.tok AND superseded_by = '' OFFSET 0) AS g`
 
 // deleteOnePG is DeleteHashes of one grain over pgx, in two round trips
-// where the general path takes a dozen: BEGIN, the grain's row read FOR
-// UPDATE and the memory's active holds in one batch; then the grain's
+// where the general path takes a dozen: BEGIN, the memory's write lock
+// (shared, see lockMemory), the grain's row read FOR UPDATE and the
+// memory's active holds in one batch; then the grain's
 // postings queued (removePostings), its tags and row deleted, the counters
 // adjusted, the events mk builds inserted (with their webhook deliveries)
 // and COMMIT in a second. Each round trip on a busy 2-core machine costs as
@@ -340,6 +341,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 	err = db.pgConn(ctx, func(pc *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
+		b.Queue(lockMemorySQL(false, "$1", "$2"), int32(memoryLockClass), memoryLockKey(memory)) // see lockMemory
 		b.Queue(`SELECT `+opColumns+` FROM grains WHERE memory = $1 AND hash = $2 FOR UPDATE`, memory, hash)
 		b.Queue(activeHoldsSQL, memory)
 		br := pc.SendBatch(ctx, b)
@@ -347,6 +349,9 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 		found := false
 		var hs []HoldRow
 		_, err := br.Exec()
+		if err == nil {
+			_, err = br.Exec()
+		}
 		if err == nil {
 			found, err = scanOptional(br.QueryRow(), &r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
 				&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserKeyID, &r.UserRef)
