@@ -641,3 +641,133 @@ func TestHoldWaitsForAForgetInFlight(t *testing.T) {
 	_, err = db.Forget(ctx, lethe.Selector{Hash: other})
 	wantCode(t, err, lethe.CodeHeld)
 }
+
+// TestConcurrentDestructiveCalls runs 4 goroutines of random calls at once
+// (add, supersede with or without pinning, forget by hash, forget by
+// subject, place and release a hold on a scope) against one store, on
+// both stores, and then checks what must hold whatever the interleaving:
+// every call answers or refuses with a code a user can act on (never an
+// internal error); no forget deleted a pinned version (only ForceForget
+// may); every chain link has its counterpart (a.superseded_by = b exactly
+// when b.supersedes = a); and the scope and user counters equal the rows.
+func TestConcurrentDestructiveCalls(t *testing.T) {
+	for _, b := range []string{"sqlite", "postgres"} {
+		t.Run(b, func(t *testing.T) {
+			ctx := context.Background()
+			dir, dsn, raw := rawTestStore(t, b)
+			db := openDB(t, lethe.Config{DataDir: dir, PostgresDSN: dsn})
+			var mu sync.Mutex
+			var known []string
+			pinned := map[string]bool{}
+			var deleted []string
+			allowed := map[lethe.Code]bool{"": true, lethe.CodeNotFound: true, lethe.CodeProtected: true, lethe.CodeHeld: true,
+				lethe.CodeAlreadySuperseded: true, lethe.CodeConflict: true}
+			pick := func(rng *rand.Rand) (string, bool) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(known) == 0 {
+					return "", false
+				}
+				h := known[rng.IntN(len(known))]
+				return h, pinned[h]
+			}
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(w), 14))
+					for i := range 60 {
+						subject := fmt.Sprint("s", rng.IntN(4))
+						scope := []string{"team/a", "team/b"}[rng.IntN(2)]
+						var op string
+						var err error
+						switch k := rng.IntN(10); {
+						case k < 3:
+							op = "add"
+							var h string
+							h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i), Scope: scope,
+								UserID: fmt.Sprint("u", rng.IntN(3))})
+							if err == nil {
+								mu.Lock()
+								known = append(known, h)
+								mu.Unlock()
+							}
+						case k < 5:
+							op = "supersede"
+							old, oldPinned := pick(rng)
+							if old == "" {
+								continue
+							}
+							pin := rng.IntN(2) == 0
+							var h string
+							h, err = db.Supersede(ctx, old, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i, "'"), Pinned: pin})
+							if err == nil {
+								mu.Lock()
+								known = append(known, h)
+								pinned[h] = pin || oldPinned
+								mu.Unlock()
+							}
+						case k < 8:
+							op = "forget by hash"
+							h, _ := pick(rng)
+							if h == "" {
+								continue
+							}
+							var res *lethe.ForgetResult
+							if res, err = db.Forget(ctx, lethe.Selector{Hash: h}); err == nil {
+								mu.Lock()
+								deleted = append(deleted, res.Hashes...)
+								mu.Unlock()
+							}
+						case k < 9:
+							op = "forget by subject"
+							_, err = db.Forget(ctx, lethe.Selector{Subject: subject})
+						default:
+							op = "hold"
+							var hold *lethe.Hold
+							if hold, err = db.SetHold(ctx, lethe.HoldSpec{Scope: "team/b"}); err == nil {
+								time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+								err = db.ReleaseHold(ctx, "", hold.ID)
+							}
+						}
+						if !allowed[lethe.ErrorCode(err)] {
+							t.Errorf("worker %d, call %d, %s: %v", w, i, op, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			// A forget by subject names a person: it may delete pinned
+			// versions. Only forgets by hash are counted in deleted.
+			for _, h := range deleted {
+				if pinned[h] {
+					t.Errorf("a forget by hash deleted the pinned version %s", h[:8])
+				}
+			}
+			for _, q := range []string{
+				`SELECT a.hash FROM grains a WHERE a.superseded_by <> '' AND NOT EXISTS
+					(SELECT 1 FROM grains b WHERE b.memory = a.memory AND b.hash = a.superseded_by AND b.supersedes = a.hash)`,
+				`SELECT a.hash FROM grains a WHERE a.supersedes <> '' AND NOT EXISTS
+					(SELECT 1 FROM grains b WHERE b.memory = a.memory AND b.hash = a.supersedes AND b.superseded_by = a.hash)`,
+			} {
+				if rows := raw(q); len(rows) > 0 {
+					t.Errorf("%d rows with a link that has no counterpart (%s...)", len(rows), rows[0][:8])
+				}
+			}
+			for _, q := range []string{
+				`SELECT c.name FROM (SELECT name, SUM(n) AS n FROM grain_counts WHERE kind = 'scope' GROUP BY name) c
+					WHERE c.n <> (SELECT count(*) FROM grains g WHERE g.scope = c.name)`,
+				`SELECT DISTINCT g.scope FROM grains g WHERE NOT EXISTS (SELECT 1 FROM grain_counts c WHERE c.kind = 'scope' AND c.name = g.scope)`,
+				`SELECT CAST(c.key_id AS TEXT) FROM (SELECT key_id, SUM(n) AS n FROM user_grain_counts GROUP BY key_id) c
+					WHERE c.n <> (SELECT count(*) FROM grains g WHERE g.user_key_id = c.key_id)`,
+			} {
+				if rows := raw(q); len(rows) > 0 {
+					t.Errorf("counters differ from the rows: %q (%s)", rows, q)
+				}
+			}
+			t.Logf("%s rows left, %d deleted by forgets by hash", raw(`SELECT CAST(count(*) AS TEXT) FROM grains`)[0], len(deleted))
+		})
+	}
+}
