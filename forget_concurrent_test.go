@@ -644,8 +644,8 @@ func TestHoldWaitsForAForgetInFlight(t *testing.T) {
 
 // TestConcurrentDestructiveCalls runs 4 goroutines of random calls at once
 // (add, supersede with or without pinning, forget by hash, forget by
-// subject, place and release a hold on a scope) against one store, on
-// both stores, and then checks what must hold whatever the interleaving:
+// subject, place and release a hold on a scope) through two instances of
+// one store (two replicas), on both stores, and then checks what must hold whatever the interleaving:
 // every call answers or refuses with a code a user can act on (never an
 // internal error); no forget deleted a pinned version (only ForceForget
 // may); every chain link has its counterpart (a.superseded_by = b exactly
@@ -655,7 +655,9 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 		t.Run(b, func(t *testing.T) {
 			ctx := context.Background()
 			dir, dsn, raw := rawTestStore(t, b)
-			db := openDB(t, lethe.Config{DataDir: dir, PostgresDSN: dsn})
+			// Two instances on one store, as two replicas: workers 0 and 2
+			// call one, 1 and 3 the other.
+			replicas := []*lethe.DB{openDB(t, lethe.Config{DataDir: dir, PostgresDSN: dsn}), openDB(t, lethe.Config{DataDir: dir, PostgresDSN: dsn})}
 			var mu sync.Mutex
 			var known []string
 			pinned := map[string]bool{}
@@ -677,6 +679,7 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					rng := rand.New(rand.NewPCG(uint64(w), 14))
+					db := replicas[w%2]
 					for i := range 60 {
 						subject := fmt.Sprint("s", rng.IntN(4))
 						scope := []string{"team/a", "team/b"}[rng.IntN(2)]
