@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
 )
 
@@ -212,6 +213,12 @@ func (db *DB) CreateKeys(ctx context.Context, rs []keys.Record) ([]keys.Record, 
 	}
 	for _, i := range lost {
 		if out[i], err = db.LiveKey(ctx, rs[i].Memory, rs[i].Kind, rs[i].Name); err != nil {
+			if errors.Is(err, keys.ErrNoKey) {
+				// The live key that won over ours was destroyed since (an
+				// erasure of that user or scope): code erased, on which a
+				// write drops its cached keys and tries again.
+				return nil, grains.Errorf(grains.CodeErased, "a data key created meanwhile was erased")
+			}
 			return nil, err
 		}
 	}
