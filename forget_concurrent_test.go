@@ -774,3 +774,116 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentErasures runs 4 goroutines of random adds for three users,
+// supersedes, forgets by hash, user erasures and holds placed and released
+// through two instances of one store, on both stores. Every call must
+// answer or refuse with a code a user can act on (erased for a supersede
+// of an erased grain), and after the run every grain of a user whose add
+// had returned before an erasure of that user started (and that erasure
+// succeeded) must be unreadable through both instances: erased, or
+// not_found once the cleaner has deleted its row.
+func TestConcurrentErasures(t *testing.T) {
+	for _, b := range []string{"sqlite", "postgres"} {
+		t.Run(b, func(t *testing.T) {
+			ctx := context.Background()
+			dir, dsn, _ := rawTestStore(t, b)
+			replicas := []*lethe.DB{openDB(t, lethe.Config{DataDir: dir, PostgresDSN: dsn}), openDB(t, lethe.Config{DataDir: dir, PostgresDSN: dsn})}
+			type added struct {
+				hash, user string
+				done       int64 // clock when its add returned
+			}
+			var mu sync.Mutex
+			var clock int64
+			tick := func() int64 { mu.Lock(); defer mu.Unlock(); clock++; return clock }
+			var adds []added
+			erasedBefore := map[string]int64{} // user -> latest start of a successful erasure
+			allowed := map[lethe.Code]bool{"": true, lethe.CodeNotFound: true, lethe.CodeProtected: true, lethe.CodeHeld: true,
+				lethe.CodeAlreadySuperseded: true, lethe.CodeConflict: true, lethe.CodeErased: true}
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(w), 28))
+					db := replicas[w%2]
+					for i := range 50 {
+						user := fmt.Sprint("u", rng.IntN(3))
+						scope := []string{"team/a", "team/b"}[rng.IntN(2)]
+						var op string
+						var err error
+						switch k := rng.IntN(10); {
+						case k < 4:
+							op = "add"
+							var h string
+							h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i), Scope: scope, UserID: user})
+							if err == nil {
+								done := tick()
+								mu.Lock()
+								adds = append(adds, added{h, user, done})
+								mu.Unlock()
+							}
+						case k < 5:
+							op = "supersede"
+							mu.Lock()
+							var old string
+							if len(adds) > 0 {
+								old = adds[rng.IntN(len(adds))].hash
+							}
+							mu.Unlock()
+							if old == "" {
+								continue
+							}
+							_, err = db.Supersede(ctx, old, lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i, "'"), UserID: user})
+						case k < 6:
+							op = "forget by hash"
+							mu.Lock()
+							var h string
+							if len(adds) > 0 {
+								h = adds[rng.IntN(len(adds))].hash
+							}
+							mu.Unlock()
+							if h == "" {
+								continue
+							}
+							_, err = db.Forget(ctx, lethe.Selector{Hash: h})
+						case k < 9:
+							op = "erase user"
+							start := tick()
+							if _, err = db.ForgetUser(ctx, "", user); err == nil {
+								mu.Lock()
+								erasedBefore[user] = max(erasedBefore[user], start)
+								mu.Unlock()
+							}
+						default:
+							op = "hold"
+							var hold *lethe.Hold
+							if hold, err = db.SetHold(ctx, lethe.HoldSpec{Scope: "team/b"}); err == nil {
+								time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+								err = db.ReleaseHold(ctx, "", hold.ID)
+							}
+						}
+						if !allowed[lethe.ErrorCode(err)] {
+							t.Errorf("worker %d, call %d, %s: %v (code %q)", w, i, op, err, lethe.ErrorCode(err))
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			checked := 0
+			for _, a := range adds {
+				if start, ok := erasedBefore[a.user]; !ok || a.done >= start {
+					continue
+				}
+				checked++
+				for r, db := range replicas {
+					if _, err := db.Get(ctx, "", a.hash); lethe.ErrorCode(err) != lethe.CodeErased && lethe.ErrorCode(err) != lethe.CodeNotFound {
+						t.Errorf("instance %d reads %s of %s, added before an erasure of that user: %v", r, a.hash[:8], a.user, err)
+					}
+				}
+			}
+			t.Logf("%d adds, %d checked unreadable", len(adds), checked)
+		})
+	}
+}

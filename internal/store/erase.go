@@ -604,8 +604,9 @@ func memoryLockKey(memory string) int32 {
 // starts after the erase sees the destroyed keys. A hold waits for the
 // deletes in flight, and a delete that starts after the hold is placed
 // reads it: no grain is deleted under a hold once its placement has been
-// answered. A delete takes the lock first, before any row lock, so that a
-// hold waiting for it never waits in a cycle. A shared lock is one entry in
+// answered. Every transaction takes the lock first, before any row lock (a
+// supersede's update of the old row included), so that an erase or a hold
+// waiting for it never waits in a cycle. A shared lock is one entry in
 // the server's lock table, where share-locking each key row of a batch
 // wrote every row. On SQLite, writers are serialized by the database.
 func lockMemory(tx *gorm.DB, dialect, memory string, exclusive bool) error {

@@ -1110,6 +1110,13 @@ var ErrStaleScopes = errors.New("store: the memory's scopes changed since the to
 // surviving version of its chain, and next replaces the erased link.
 func (db *DB) Supersede(ctx context.Context, memory, oldHash string, next *GrainRow, evs []Event) error {
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The memory's lock before any row's (see lockMemory): taken only
+		// when the new row is stored, after the old row's update, it let a
+		// supersede, a forget of that row and an erase or hold waiting for
+		// the forget wait for each other in a cycle.
+		if err := lockMemory(tx, db.dialect, memory, false); err != nil {
+			return err
+		}
 		res := tx.Model(&GrainRow{}).Where("memory = ? AND hash = ? AND superseded_by = ''", memory, oldHash).
 			Update("superseded_by", next.Hash)
 		if res.Error != nil {
@@ -1308,7 +1315,12 @@ type Deletion struct {
 // error.
 func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, now int64, mk EventsFunc[*Deletion]) (*Deletion, error) {
 	if db.dialect == Postgres && len(hashes) == 1 {
-		del, ok, err := db.deleteOnePG(ctx, memory, hashes[0], now, mk)
+		var del *Deletion
+		var ok bool
+		err := retryMoved(func() (err error) {
+			del, ok, err = db.deleteOnePG(ctx, memory, hashes[0], now, mk)
+			return err
+		})
 		if err != nil {
 			return del, translate(err, "delete grains")
 		}
