@@ -434,9 +434,9 @@ func forEachBackendTwice(t *testing.T, test func(t *testing.T, a, other *lethe.D
 }
 
 // A replica caches the index keys of the scopes it has queried. When
-// another instance creates or erases a scope, the replica's next recall
-// answers for the new set of scopes, whether its cached tokens would have
-// found some rows or none.
+// another instance creates or erases a scope, or erases one and writes to
+// it again, the replica's next recall answers for the new set of scopes,
+// whether its cached tokens would have found some rows or none.
 func TestRecallSeesScopesOfOtherInstances(t *testing.T) {
 	forEachBackendTwice(t, func(t *testing.T, a, other *lethe.DB) {
 		ctx := context.Background()
@@ -470,6 +470,26 @@ func TestRecallSeesScopesOfOtherInstances(t *testing.T) {
 		}
 		if n := recallCount(t, other, lethe.Query{Subject: "ada"}); n != 3 {
 			t.Errorf("after the erase, %d grains, want 3", n)
+		}
+		// A scope erased and written again has a new key, so a new index
+		// key: the replica's tokens for it, made from the old key, must
+		// not survive its reading of the scopes' keys afresh. (The index
+		// key was cached by the scope's name; a text query found nothing.)
+		if _, err := a.EraseScope(ctx, "", "beta"); err != nil {
+			t.Fatal(err)
+		}
+		mustAdd(t, a, lethe.Grain{Type: "fact", Subject: "ada", Object: "paris", Scope: "beta"})
+		for _, c := range []struct {
+			q    lethe.Query
+			want int
+		}{
+			{lethe.Query{Subject: "ada", Scope: "beta"}, 1},
+			{lethe.Query{Subject: "ada"}, 3},
+			{lethe.Query{Subject: "ada", Text: "paris"}, 1},
+		} {
+			if n := recallCount(t, other, c.q); n != c.want {
+				t.Errorf("after beta was erased and written again on another instance, %+v recalls %d grains, want %d", c.q, n, c.want)
+			}
 		}
 	})
 }

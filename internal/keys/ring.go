@@ -672,20 +672,32 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 }
 
 func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs map[string]Record) (*index.Key, error) {
-	ck := "idx\x00" + mk.Memory + "\x00" + scope
+	prefixes := grains.ScopePrefixes(scope)
+	ids := make([]string, 1, len(prefixes)+1)
+	ids[0] = strconv.FormatInt(mk.ID, 10)
+	for _, p := range prefixes {
+		r, ok := recs[p]
+		if !ok {
+			return nil, grains.Errorf(grains.CodeErased, "a scope key was erased")
+		}
+		ids = append(ids, strconv.FormatInt(r.ID, 10))
+	}
+	// Cached by the ids of the path's keys, not by the scope's name: a
+	// scope that another instance erased and wrote to again has a new key,
+	// and its grains' tokens come from the new index key. (Cached by name,
+	// the old index key outlived the fresh read of the scopes' keys, and
+	// this instance's queries missed every grain of the scope made again.)
+	scopeID := strings.Join(ids, ".")
+	ck := "idx\x00" + mk.Memory + "\x00" + scopeID
 	k.mu.Lock()
 	c, ok := k.chains.get(ck)
 	k.mu.Unlock()
 	if ok {
 		return c.Index, nil
 	}
-	ids := []string{strconv.FormatInt(mk.ID, 10)}
 	material := [][]byte{mk.Wrapped}
-	for _, p := range grains.ScopePrefixes(scope) {
-		r, ok := recs[p]
-		if !ok {
-			return nil, grains.Errorf(grains.CodeErased, "a scope key was erased")
-		}
+	for _, p := range prefixes {
+		r := recs[p]
 		nk := nameKey(mk.Memory, KindScope, p)
 		k.mu.Lock()
 		cached, hit := k.byID.get(r.ID)
@@ -696,10 +708,9 @@ func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs 
 				return nil, err
 			}
 		}
-		ids = append(ids, strconv.FormatInt(r.ID, 10))
 		material = append(material, cached.Wrapped)
 	}
-	ik := derive("lethe/index-key/v1\x00"+strings.Join(ids, "."), material...)
+	ik := derive("lethe/index-key/v1\x00"+scopeID, material...)
 	c = &Chain{IndexKey: ik, Index: index.NewKey(ik), memory: mk.Memory}
 	k.mu.Lock()
 	k.chains.put(ck, c)
