@@ -409,24 +409,9 @@ func TestForgetRacingSupersede(t *testing.T) {
 // holds the whole database: no link commits during a delete.)
 func TestForgetWaitsOutALinkedVersion(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.Postgres(t)
-	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
-	v1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "linked", Object: "v1"})
-	v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Subject: "linked", Object: "v2"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, dsn, v1, v2 := pgChain(t, "linked")
 	p := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "linked", Object: "v3", Pinned: true})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx := rawTx(t, dsn)
 	for _, q := range []struct{ sql, col, val, hash string }{
 		{"UPDATE grains SET superseded_by = $1 WHERE hash = $2", "superseded_by", p, v2},
 		{"UPDATE grains SET supersedes = $1 WHERE hash = $2", "supersedes", v2, p},
@@ -435,33 +420,8 @@ func TestForgetWaitsOutALinkedVersion(t *testing.T) {
 			t.Fatalf("link %s: %v, %v", q.col, tag, err)
 		}
 	}
-	type result struct {
-		res *lethe.ForgetResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := db.Forget(ctx, lethe.Selector{Hash: v1})
-		done <- result{res, err}
-	}()
-	// The forget waits for a row lock (the link's transaction holds v2).
-	var name string
-	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
-		t.Fatal(err)
-	}
-	for waited := 0; ; waited++ {
-		var n int
-		if err := lockWaiters(ctx, dsn, name, &n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if waited == 1000 {
-			t.Fatal("the forget never waited for the link's row lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	done := forgetAsync(db, lethe.Selector{Hash: v1})
+	awaitLockWaiters(t, dsn, 1, nil) // the forget, for v2's row (the link's transaction holds it)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -476,15 +436,69 @@ func TestForgetWaitsOutALinkedVersion(t *testing.T) {
 	}
 }
 
-// lockWaiters counts, on a connection of its own, the backends of database
-// name that wait for a lock.
-func lockWaiters(ctx context.Context, dsn, name string, n *int) error {
+// rawTx begins a transaction on a connection of its own to dsn, rolled
+// back (unless committed) when the test ends.
+func rawTx(t *testing.T, dsn string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	return tx
+}
+
+// forgetResult is what a forget answered.
+type forgetResult struct {
+	res *lethe.ForgetResult
+	err error
+}
+
+// forgetAsync forgets sel on a goroutine of its own.
+func forgetAsync(db *lethe.DB, sel lethe.Selector) <-chan forgetResult {
+	done := make(chan forgetResult, 1)
+	go func() {
+		res, err := db.Forget(context.Background(), sel)
+		done <- forgetResult{res, err}
+	}()
+	return done
+}
+
+// awaitLockWaiters waits until n transactions of dsn's database wait for a
+// lock (pg_stat_activity), at most 10 s; it fails the test if or, a call
+// that should be among them, answers first.
+func awaitLockWaiters(t *testing.T, dsn string, n int, or <-chan error) {
+	t.Helper()
+	ctx := context.Background()
 	c, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	return c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'", name).Scan(n)
+	for waited := 0; ; waited++ {
+		select {
+		case err := <-or:
+			t.Fatalf("answered (%v) while it should wait for a lock", err)
+		default:
+		}
+		var got int
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if waited == 1000 {
+			t.Fatalf("%d transactions wait for a lock, want %d", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestForgetRetriesADeadlock (PostgreSQL) makes a forget of a chain of two
@@ -496,23 +510,8 @@ func lockWaiters(ctx context.Context, dsn, name string, n *int) error {
 // can meet a forget this way.)
 func TestForgetRetriesADeadlock(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.Postgres(t)
-	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
-	v1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "deadlock", Object: "v1"})
-	v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Subject: "deadlock", Object: "v2"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	db, dsn, v1, v2 := pgChain(t, "deadlock")
+	tx := rawTx(t, dsn)
 	lock := func(h string) {
 		t.Helper()
 		if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", h); err != nil {
@@ -520,33 +519,10 @@ func TestForgetRetriesADeadlock(t *testing.T) {
 		}
 	}
 	lock(v2)
-	type result struct {
-		res *lethe.ForgetResult
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := db.Forget(ctx, lethe.Selector{Hash: v1})
-		done <- result{res, err}
-	}()
-	var name string
-	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
-		t.Fatal(err)
-	}
-	for waited := 0; ; waited++ {
-		var n int
-		if err := lockWaiters(ctx, dsn, name, &n); err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			break
-		}
-		if waited == 1000 {
-			t.Fatal("the forget never waited for v2's row lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	lock(v1) // the cycle: returns once PostgreSQL has aborted the forget's attempt
+	done := forgetAsync(db, lethe.Selector{Hash: v1})
+	awaitLockWaiters(t, dsn, 1, nil) // the forget, for v2's row
+	// The cycle: returns once PostgreSQL has aborted the forget's attempt.
+	lock(v1)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -573,63 +549,23 @@ func TestHoldWaitsForAForgetInFlight(t *testing.T) {
 	dsn := testenv.Postgres(t)
 	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
 	g := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "in flight", Scope: "legal"})
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
+	tx := rawTx(t, dsn)
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", g); err != nil {
 		t.Fatal(err)
 	}
-	var name string
-	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
-		t.Fatal(err)
-	}
-	waiters := func(n int, or <-chan error) {
-		t.Helper()
-		for waited := 0; ; waited++ {
-			select {
-			case err := <-or:
-				t.Fatalf("the hold was answered (%v) while a forget of a grain under it was in flight", err)
-			default:
-			}
-			var got int
-			if err := lockWaiters(ctx, dsn, name, &got); err != nil {
-				t.Fatal(err)
-			}
-			if got >= n {
-				return
-			}
-			if waited == 1000 {
-				t.Fatalf("%d transactions wait for a lock, want %d", got, n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	forgot := make(chan error, 1)
-	var res *lethe.ForgetResult
-	go func() {
-		var err error
-		res, err = db.Forget(ctx, lethe.Selector{Hash: g})
-		forgot <- err
-	}()
-	waiters(1, nil) // the forget, for the grain's row
+	forgot := forgetAsync(db, lethe.Selector{Hash: g})
+	awaitLockWaiters(t, dsn, 1, nil) // the forget, for the grain's row
 	held := make(chan error, 1)
 	go func() {
 		_, err := db.SetHold(ctx, lethe.HoldSpec{Scope: "legal"})
 		held <- err
 	}()
-	waiters(2, held) // and the hold, for the forget
+	awaitLockWaiters(t, dsn, 2, held) // and the hold, for the forget
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-forgot; err != nil || res.Count != 1 {
-		t.Fatalf("the forget in flight: %+v, %v", res, err)
+	if r := <-forgot; r.err != nil || r.res.Count != 1 {
+		t.Fatalf("the forget in flight: %+v, %v", r.res, r.err)
 	}
 	if err := <-held; err != nil {
 		t.Fatalf("SetHold: %v", err)
@@ -638,7 +574,7 @@ func TestHoldWaitsForAForgetInFlight(t *testing.T) {
 		t.Error("the grain forgotten before the hold is still there")
 	}
 	other := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "after", Scope: "legal"})
-	_, err = db.Forget(ctx, lethe.Selector{Hash: other})
+	_, err := db.Forget(ctx, lethe.Selector{Hash: other})
 	wantCode(t, err, lethe.CodeHeld)
 }
 
@@ -662,8 +598,7 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 			var known []string
 			pinned := map[string]bool{}
 			var deleted []string
-			allowed := map[lethe.Code]bool{"": true, lethe.CodeNotFound: true, lethe.CodeProtected: true, lethe.CodeHeld: true,
-				lethe.CodeAlreadySuperseded: true, lethe.CodeConflict: true}
+			allowed := refusals()
 			pick := func(rng *rand.Rand) (string, bool) {
 				mu.Lock()
 				defer mu.Unlock()
@@ -673,75 +608,55 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 				h := known[rng.IntN(len(known))]
 				return h, pinned[h]
 			}
-			var wg sync.WaitGroup
-			for w := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(w), 14))
-					db := replicas[w%2]
-					for i := range 60 {
-						subject := fmt.Sprint("s", rng.IntN(4))
-						scope := []string{"team/a", "team/b"}[rng.IntN(2)]
-						var op string
-						var err error
-						switch k := rng.IntN(10); {
-						case k < 3:
-							op = "add"
-							var h string
-							h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i), Scope: scope,
-								UserID: fmt.Sprint("u", rng.IntN(3))})
-							if err == nil {
-								mu.Lock()
-								known = append(known, h)
-								mu.Unlock()
-							}
-						case k < 5:
-							op = "supersede"
-							old, oldPinned := pick(rng)
-							if old == "" {
-								continue
-							}
-							pin := rng.IntN(2) == 0
-							var h string
-							h, err = db.Supersede(ctx, old, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i, "'"), Pinned: pin})
-							if err == nil {
-								mu.Lock()
-								known = append(known, h)
-								pinned[h] = pin || oldPinned
-								mu.Unlock()
-							}
-						case k < 8:
-							op = "forget by hash"
-							h, _ := pick(rng)
-							if h == "" {
-								continue
-							}
-							var res *lethe.ForgetResult
-							if res, err = db.Forget(ctx, lethe.Selector{Hash: h}); err == nil {
-								mu.Lock()
-								deleted = append(deleted, res.Hashes...)
-								mu.Unlock()
-							}
-						case k < 9:
-							op = "forget by subject"
-							_, err = db.Forget(ctx, lethe.Selector{Subject: subject})
-						default:
-							op = "hold"
-							var hold *lethe.Hold
-							if hold, err = db.SetHold(ctx, lethe.HoldSpec{Scope: "team/b"}); err == nil {
-								time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
-								err = db.ReleaseHold(ctx, "", hold.ID)
-							}
-						}
-						if !allowed[lethe.ErrorCode(err)] {
-							t.Errorf("worker %d, call %d, %s: %v", w, i, op, err)
-							return
-						}
+			runCalls(t, replicas, 14, 60, allowed, func(db *lethe.DB, rng *rand.Rand, w, i int) (op string, err error) {
+				subject := fmt.Sprint("s", rng.IntN(4))
+				scope := []string{"team/a", "team/b"}[rng.IntN(2)]
+				switch k := rng.IntN(10); {
+				case k < 3:
+					op = "add"
+					var h string
+					h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i), Scope: scope,
+						UserID: fmt.Sprint("u", rng.IntN(3))})
+					if err == nil {
+						mu.Lock()
+						known = append(known, h)
+						mu.Unlock()
 					}
-				}()
-			}
-			wg.Wait()
+				case k < 5:
+					op = "supersede"
+					old, oldPinned := pick(rng)
+					if old == "" {
+						return "", nil
+					}
+					pin := rng.IntN(2) == 0
+					var h string
+					h, err = db.Supersede(ctx, old, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i, "'"), Pinned: pin})
+					if err == nil {
+						mu.Lock()
+						known = append(known, h)
+						pinned[h] = pin || oldPinned
+						mu.Unlock()
+					}
+				case k < 8:
+					op = "forget by hash"
+					h, _ := pick(rng)
+					if h == "" {
+						return "", nil
+					}
+					var res *lethe.ForgetResult
+					if res, err = db.Forget(ctx, lethe.Selector{Hash: h}); err == nil {
+						mu.Lock()
+						deleted = append(deleted, res.Hashes...)
+						mu.Unlock()
+					}
+				case k < 9:
+					op = "forget by subject"
+					_, err = db.Forget(ctx, lethe.Selector{Subject: subject})
+				default:
+					op, err = "hold", holdBriefly(db, rng)
+				}
+				return op, err
+			})
 			// A forget by subject names a person: it may delete pinned
 			// versions. Only forgets by hash are counted in deleted.
 			for _, h := range deleted {
@@ -798,79 +713,51 @@ func TestConcurrentErasures(t *testing.T) {
 			tick := func() int64 { mu.Lock(); defer mu.Unlock(); clock++; return clock }
 			var adds []added
 			erasedBefore := map[string]int64{} // user -> latest start of a successful erasure
-			allowed := map[lethe.Code]bool{"": true, lethe.CodeNotFound: true, lethe.CodeProtected: true, lethe.CodeHeld: true,
-				lethe.CodeAlreadySuperseded: true, lethe.CodeConflict: true, lethe.CodeErased: true}
-			var wg sync.WaitGroup
-			for w := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(w), 28))
-					db := replicas[w%2]
-					for i := range 50 {
-						user := fmt.Sprint("u", rng.IntN(3))
-						scope := []string{"team/a", "team/b"}[rng.IntN(2)]
-						var op string
-						var err error
-						switch k := rng.IntN(10); {
-						case k < 4:
-							op = "add"
-							var h string
-							h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i), Scope: scope, UserID: user})
-							if err == nil {
-								done := tick()
-								mu.Lock()
-								adds = append(adds, added{h, user, done})
-								mu.Unlock()
-							}
-						case k < 5:
-							op = "supersede"
-							mu.Lock()
-							var old string
-							if len(adds) > 0 {
-								old = adds[rng.IntN(len(adds))].hash
-							}
-							mu.Unlock()
-							if old == "" {
-								continue
-							}
-							_, err = db.Supersede(ctx, old, lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i, "'"), UserID: user})
-						case k < 6:
-							op = "forget by hash"
-							mu.Lock()
-							var h string
-							if len(adds) > 0 {
-								h = adds[rng.IntN(len(adds))].hash
-							}
-							mu.Unlock()
-							if h == "" {
-								continue
-							}
-							_, err = db.Forget(ctx, lethe.Selector{Hash: h})
-						case k < 9:
-							op = "erase user"
-							start := tick()
-							if _, err = db.ForgetUser(ctx, "", user); err == nil {
-								mu.Lock()
-								erasedBefore[user] = max(erasedBefore[user], start)
-								mu.Unlock()
-							}
-						default:
-							op = "hold"
-							var hold *lethe.Hold
-							if hold, err = db.SetHold(ctx, lethe.HoldSpec{Scope: "team/b"}); err == nil {
-								time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
-								err = db.ReleaseHold(ctx, "", hold.ID)
-							}
-						}
-						if !allowed[lethe.ErrorCode(err)] {
-							t.Errorf("worker %d, call %d, %s: %v (code %q)", w, i, op, err, lethe.ErrorCode(err))
-							return
-						}
+			allowed := refusals(lethe.CodeErased)
+			runCalls(t, replicas, 28, 50, allowed, func(db *lethe.DB, rng *rand.Rand, w, i int) (op string, err error) {
+				user := fmt.Sprint("u", rng.IntN(3))
+				scope := []string{"team/a", "team/b"}[rng.IntN(2)]
+				switch k := rng.IntN(10); {
+				case k < 4:
+					op = "add"
+					var h string
+					h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i), Scope: scope, UserID: user})
+					if err == nil {
+						done := tick()
+						mu.Lock()
+						adds = append(adds, added{h, user, done})
+						mu.Unlock()
 					}
-				}()
-			}
-			wg.Wait()
+				case k < 6:
+					mu.Lock()
+					var h string
+					if len(adds) > 0 {
+						h = adds[rng.IntN(len(adds))].hash
+					}
+					mu.Unlock()
+					if h == "" {
+						return "", nil
+					}
+					if k < 5 {
+						op = "supersede"
+						_, err = db.Supersede(ctx, h, lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i, "'"), UserID: user})
+					} else {
+						op = "forget by hash"
+						_, err = db.Forget(ctx, lethe.Selector{Hash: h})
+					}
+				case k < 9:
+					op = "erase user"
+					start := tick()
+					if _, err = db.ForgetUser(ctx, "", user); err == nil {
+						mu.Lock()
+						erasedBefore[user] = max(erasedBefore[user], start)
+						mu.Unlock()
+					}
+				default:
+					op, err = "hold", holdBriefly(db, rng)
+				}
+				return op, err
+			})
 			checked := 0
 			for _, a := range adds {
 				if start, ok := erasedBefore[a.user]; !ok || a.done >= start {
@@ -886,4 +773,64 @@ func TestConcurrentErasures(t *testing.T) {
 			t.Logf("%d adds, %d checked unreadable", len(adds), checked)
 		})
 	}
+}
+
+// refusals are the codes a call of the random concurrent tests may answer
+// besides success, with extra ones: refusals a user can act on, never an
+// internal error.
+func refusals(extra ...lethe.Code) map[lethe.Code]bool {
+	m := map[lethe.Code]bool{"": true, lethe.CodeNotFound: true, lethe.CodeProtected: true, lethe.CodeHeld: true,
+		lethe.CodeAlreadySuperseded: true, lethe.CodeConflict: true}
+	for _, c := range extra {
+		m[c] = true
+	}
+	return m
+}
+
+// runCalls runs 4 workers of n calls each at once, workers 0 and 2 through
+// replicas[0] and 1 and 3 through replicas[1], each with its own random
+// source from seed, and fails the test at the first call that answers a
+// code allowed does not hold.
+func runCalls(t *testing.T, replicas []*lethe.DB, seed uint64, n int, allowed map[lethe.Code]bool,
+	call func(db *lethe.DB, rng *rand.Rand, w, i int) (op string, err error)) {
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			for i := range n {
+				if op, err := call(replicas[w%2], rng, w, i); !allowed[lethe.ErrorCode(err)] {
+					t.Errorf("worker %d, call %d, %s: %v (code %q)", w, i, op, err, lethe.ErrorCode(err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// holdBriefly places a hold on scope team/b and releases it after 0 to 2 ms.
+func holdBriefly(db *lethe.DB, rng *rand.Rand) error {
+	ctx := context.Background()
+	hold, err := db.SetHold(ctx, lethe.HoldSpec{Scope: "team/b"})
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+	return db.ReleaseHold(ctx, "", hold.ID)
+}
+
+// pgChain opens a store on a PostgreSQL database of its own and adds a
+// grain about subject and a second version of it.
+func pgChain(t *testing.T, subject string) (db *lethe.DB, dsn, v1, v2 string) {
+	t.Helper()
+	dsn = testenv.Postgres(t)
+	db = openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
+	v1 = mustAdd(t, db, lethe.Grain{Type: "fact", Subject: subject, Object: "v1"})
+	v2, err := db.Supersede(context.Background(), v1, lethe.Grain{Type: "fact", Subject: subject, Object: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, dsn, v1, v2
 }
