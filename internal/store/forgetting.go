@@ -45,13 +45,18 @@ type OpRow struct {
 const opColumns = "id, hash, type, namespace, scope, importance, salience, pinned, archived, created_us, " +
 	"last_retrieved_us, retrieval_count, supersedes, superseded_by, user_key_id, user_ref"
 
+// dest is where a row of opColumns is scanned into, in their order.
+func (r *OpRow) dest() []any {
+	return []any{&r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
+		&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserKeyID, &r.UserRef}
+}
+
 func scanOps(rows *sql.Rows, capacity int) ([]OpRow, error) {
 	defer rows.Close()
 	out := make([]OpRow, 0, capacity)
 	for rows.Next() {
 		var r OpRow
-		if err := rows.Scan(&r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
-			&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserKeyID, &r.UserRef); err != nil {
+		if err := rows.Scan(r.dest()...); err != nil {
 			return nil, translate(err, "read grains")
 		}
 		out = append(out, r)

@@ -353,8 +353,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 			_, err = br.Exec()
 		}
 		if err == nil {
-			found, err = scanOptional(br.QueryRow(), &r.ID, &r.Hash, &r.Type, &r.Namespace, &r.Scope, &r.Importance, &r.Salience, &r.Pinned,
-				&r.Archived, &r.CreatedUS, &r.LastRetrievedUS, &r.RetrievalCount, &r.Supersedes, &r.SupersededBy, &r.UserKeyID, &r.UserRef)
+			found, err = scanOptional(br.QueryRow(), r.dest()...)
 		}
 		if err == nil {
 			hs, err = scanHolds(br)
