@@ -537,6 +537,56 @@ func TestForgetRetriesADeadlock(t *testing.T) {
 	}
 }
 
+// TestPurgeRetriesADeadlock (PostgreSQL) is TestForgetRetriesADeadlock for
+// a policy's batch: the purge locks a chain by its newest version (the
+// seed) and then deletes the older one, the other order than a forget's.
+// A raw transaction holds v1, the purge locks v2 and waits for v1, then the
+// raw transaction asks for v2: PostgreSQL aborts the purge's attempt, which
+// waited first. The purge must roll back and try again, not fail with an
+// internal error (a 500 over the API, a failed scheduled run).
+func TestPurgeRetriesADeadlock(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.Postgres(t)
+	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
+	v1 := aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "deadlock", Object: "v1"})
+	v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Object: "v2", CreatedAt: daysAgo(90)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := rawTx(t, dsn)
+	lock := func(h string) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", h); err != nil {
+			t.Fatalf("lock %s: %v", h[:8], err)
+		}
+	}
+	lock(v1)
+	type purged struct {
+		res *lethe.PurgeResult
+		err error
+	}
+	done := make(chan purged, 1)
+	go func() {
+		res, err := db.PurgeStale(ctx, lethe.PurgeOptions{})
+		done <- purged{res, err}
+	}()
+	awaitLockWaiters(t, dsn, 1, nil) // the purge, for v1's row
+	// The cycle: returns once PostgreSQL has aborted the purge's attempt.
+	lock(v2)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.res.Forgotten != 2 {
+		t.Fatalf("purge of a chain that met a deadlock: %+v, %v; want both versions forgotten", r.res, r.err)
+	}
+	for _, h := range []string{v1, v2} {
+		if exists(t, db, "", h) {
+			t.Errorf("%s still there", h[:8])
+		}
+	}
+}
+
 // TestHoldWaitsForAForgetInFlight (PostgreSQL) places a legal hold on a
 // scope while a forget of a grain in it is in flight: the forget has begun
 // and waits for the grain's row, which another transaction holds. The

@@ -309,64 +309,70 @@ type PolicyDeletion struct {
 // it can record refusals.
 func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep func(OpRow) bool, now int64, mk EventsFunc[*PolicyDeletion]) (*PolicyDeletion, error) {
 	del := &PolicyDeletion{}
-	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		*del = PolicyDeletion{}
-		if err := lockMemory(tx, db.dialect, memory, false); err != nil {
-			return err
-		}
-		seeds, err := lockOps(tx, memory, ids)
-		if err != nil {
-			return err
-		}
-		del.Gone = len(ids) - len(seeds)
-		kept := seeds[:0]
-		for _, s := range seeds {
-			if keep == nil || keep(s) {
-				kept = append(kept, s)
-			} else {
-				del.Gone++
+	// Retried on a lock conflict: the batch locks each chain by its
+	// newest version and then deletes the older ones, in the other order
+	// than a forget, which locks a chain's rows oldest first; PostgreSQL
+	// aborts one of the two (TestPurgeRetriesADeadlock).
+	err := retryMoved(func() error {
+		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			*del = PolicyDeletion{}
+			if err := lockMemory(tx, db.dialect, memory, false); err != nil {
+				return err
 			}
-		}
-		groups, err := closeChains(tx, memory, kept)
-		if err != nil {
-			return err
-		}
-		hs, err := activeHolds(tx, memory)
-		if err != nil {
-			return err
-		}
-		isSeed := make(map[int64]bool, len(kept))
-		for _, s := range kept {
-			isSeed[s.ID] = true
-		}
-		var victims []int64
-		c := counter{}
-		for _, g := range groups {
-			if id := ChainHold(hs, g); id != "" {
-				if del.Held == nil {
-					del.Held = map[string][]string{}
+			seeds, err := lockOps(tx, memory, ids)
+			if err != nil {
+				return err
+			}
+			del.Gone = len(ids) - len(seeds)
+			kept := seeds[:0]
+			for _, s := range seeds {
+				if keep == nil || keep(s) {
+					kept = append(kept, s)
+				} else {
+					del.Gone++
+				}
+			}
+			groups, err := closeChains(tx, memory, kept)
+			if err != nil {
+				return err
+			}
+			hs, err := activeHolds(tx, memory)
+			if err != nil {
+				return err
+			}
+			isSeed := make(map[int64]bool, len(kept))
+			for _, s := range kept {
+				isSeed[s.ID] = true
+			}
+			var victims []int64
+			c := counter{}
+			for _, g := range groups {
+				if id := ChainHold(hs, g); id != "" {
+					if del.Held == nil {
+						del.Held = map[string][]string{}
+					}
+					for _, r := range g {
+						if isSeed[r.ID] {
+							del.Held[id] = append(del.Held[id], r.Hash)
+						}
+					}
+					continue
 				}
 				for _, r := range g {
-					if isSeed[r.ID] {
-						del.Held[id] = append(del.Held[id], r.Hash)
-					}
+					victims = append(victims, r.ID)
+					del.Hashes = append(del.Hashes, r.Hash)
+					c.add(r.Scope, r.UserKeyID, -1)
 				}
-				continue
 			}
-			for _, r := range g {
-				victims = append(victims, r.ID)
-				del.Hashes = append(del.Hashes, r.Hash)
-				c.add(r.Scope, r.UserKeyID, -1)
+			sort.Strings(del.Hashes)
+			if err := deleteIDs(tx, victims); err != nil {
+				return err
 			}
-		}
-		sort.Strings(del.Hashes)
-		if err := deleteIDs(tx, victims); err != nil {
-			return err
-		}
-		if err := adjustCounts(tx, memory, c); err != nil {
-			return err
-		}
-		return commitEvents(ctx, tx, now, del, mk)
+			if err := adjustCounts(tx, memory, c); err != nil {
+				return err
+			}
+			return commitEvents(ctx, tx, now, del, mk)
+		})
 	})
 	if err != nil {
 		return del, translate(err, "forget grains")
