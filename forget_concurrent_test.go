@@ -3,6 +3,7 @@ package lethe_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -585,6 +586,79 @@ func TestPurgeRetriesADeadlock(t *testing.T) {
 			t.Errorf("%s still there", h[:8])
 		}
 	}
+}
+
+// TestCleanerRetriesADeadlock (PostgreSQL): the background cleaner, which
+// deletes the rows of a user erasure, deletes a row's tags and then the
+// row; a transaction that holds the row and then deletes its tags (as a
+// forget does, in the other order) makes a cycle. PostgreSQL aborts the
+// cleaner's attempt, which waited first. The cleaner must try again at
+// once, not log a failure and leave the rows to its next round.
+func TestCleanerRetriesADeadlock(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.Postgres(t)
+	var logs lockedBuffer
+	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	g := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "erased", UserID: "u", Tags: []string{"t"}})
+	tx := rawTx(t, dsn)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", g); err != nil {
+		t.Fatal(err)
+	}
+	// The erasure answers once its proof is ready; the cleaner it starts
+	// meets the row's lock before that. The cycle must close before
+	// PostgreSQL's deadlock check of the cleaner's wait (1 s), or the check
+	// finds no cycle and the other side is aborted.
+	erased := make(chan error, 1)
+	go func() {
+		_, err := db.ForgetUser(ctx, "", "u")
+		erased <- err
+	}()
+	awaitLockWaiters(t, dsn, 1, nil) // the cleaner, for the row, its tags deleted
+	// The cycle: returns once PostgreSQL has aborted the cleaner's attempt.
+	if _, err := tx.Exec(ctx, "DELETE FROM grain_tags WHERE grain_id = (SELECT id FROM grains WHERE hash = $1)", g); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-erased; err != nil {
+		t.Fatal(err)
+	}
+	// Waits for the cleaner's job (its row lock) and finds it done.
+	if _, err := db.PurgeErased(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM grains WHERE hash = $1", g).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the erased row: %d left, %v", n, err)
+	}
+	if strings.Contains(logs.String(), "cleanup of erased grains failed") {
+		t.Errorf("the cleaner failed on a deadlock instead of trying again:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer is a log sink safe for the store's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestHoldWaitsForAForgetInFlight (PostgreSQL) places a legal hold on a
