@@ -32,8 +32,10 @@ const (
 	// has a newer version.
 	CodeAlreadySuperseded = grains.CodeAlreadySuperseded
 	// CodeConflict is returned when a write would duplicate a live grain,
-	// or when the version chains a forget deletes kept gaining versions
-	// while it ran (it tried five times): try again.
+	// when the version chains a forget deletes kept gaining versions
+	// while it ran (it tried five times), or when PostgreSQL aborted the
+	// call's transaction in a deadlock (a delete tries five times first):
+	// nothing was changed; try again.
 	CodeConflict = grains.CodeConflict
 	// CodeErased is returned when a key in the grain's chain was destroyed
 	// (crypto-erased); the HTTP API answers it as CodeNotFound.
@@ -45,7 +47,8 @@ const (
 	// call; the error's Hint says which rule.
 	CodeProtected = grains.CodeProtected
 	// CodeUnavailable is returned when a dependency (the store, the KEK,
-	// the audit log) cannot be reached.
+	// the audit log) cannot be reached, or a lock was not available in
+	// time (SQLite busy, a PostgreSQL lock_timeout).
 	CodeUnavailable = grains.CodeUnavailable
 	// CodePending is returned by the proof calls when the event is
 	// committed and audited but no signed checkpoint covers it yet.

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,8 +15,8 @@ import (
 // number of times: a chain that moved or a lock conflict (deadlock, lock
 // not available) is tried again, five tries in all; a chain still moving
 // at the fifth answers code conflict with a hint, a lock conflict at the
-// fifth is returned as it is (translate makes it unavailable); any other
-// error ends the retries at once.
+// fifth is returned as it is (translate gives it its code:
+// TestTranslateLockConflicts); any other error ends the retries at once.
 func TestRetryMoved(t *testing.T) {
 	deadlock := &pgconn.PgError{Code: "40P01", Message: "deadlock detected"}
 	noLock := &pgconn.PgError{Code: "55P03", Message: "could not obtain lock"}
@@ -56,5 +57,31 @@ func isCode(code grains.Code) func(error) bool {
 	return func(err error) bool {
 		var e *grains.Error
 		return errors.As(err, &e) && e.Code == code && e.Hint != ""
+	}
+}
+
+// TestTranslateLockConflicts: PostgreSQL's transient lock errors, wrapped
+// as the statements wrap them, answer codes a caller can act on (try
+// again), not internal; the database's own text stays out of the message.
+func TestTranslateLockConflicts(t *testing.T) {
+	for _, tc := range []struct {
+		pg   string
+		want grains.Code
+	}{
+		{"40P01", grains.CodeConflict},
+		{"40001", grains.CodeConflict},
+		{"55P03", grains.CodeUnavailable},
+		{"23502", grains.CodeInternal}, // not_null_violation: a bug
+	} {
+		pe := &pgconn.PgError{Code: tc.pg, Message: "detail from the database"}
+		err := translate(fmt.Errorf("delete grains: %w", pe), "forget grains")
+		var e *grains.Error
+		if !errors.As(err, &e) || e.Code != tc.want || !errors.Is(err, pe) {
+			t.Errorf("%s: %v; want code %s wrapping the cause", tc.pg, err, tc.want)
+			continue
+		}
+		if tc.want != grains.CodeInternal && (e.Hint == "" || strings.Contains(e.Message, "detail from the database")) {
+			t.Errorf("%s: message %q, hint %q", tc.pg, e.Message, e.Hint)
+		}
 	}
 }

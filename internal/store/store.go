@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 
 	"github.com/lethe-io/lethe/internal/grains"
@@ -313,6 +314,22 @@ func translate(err error, what string) error {
 		return grains.Wrap(grains.CodeUnavailable, what+": deadline exceeded or canceled", err)
 	case isConnError(err):
 		return grains.Wrap(grains.CodeUnavailable, what+": database unavailable", err)
+	}
+	// Transient lock conflicts on PostgreSQL, answered as such rather than
+	// as a bug: the transaction was rolled back whole, and the same call
+	// may succeed at once. (The deletes try again first: retryMoved.)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40P01", "40001": // deadlock_detected, serialization_failure
+			e := grains.Wrap(grains.CodeConflict, what+": a concurrent transaction conflicted with this one", err)
+			e.Hint = "nothing was changed: try again"
+			return e
+		case "55P03": // lock_not_available (a lock_timeout)
+			e := grains.Wrap(grains.CodeUnavailable, what+": a lock was not available in time", err)
+			e.Hint = "nothing was changed: try again"
+			return e
+		}
 	}
 	return grains.Wrap(grains.CodeInternal, what, err)
 }
