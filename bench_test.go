@@ -525,9 +525,28 @@ func BenchmarkRecallMatrix(b *testing.B) {
 // machines can be compared: a system call (getpid), a 4 KiB read of a file
 // in the page cache (what SQLite pays per page its own cache misses) and a
 // loopback TCP round trip of one byte each way between two goroutines (what
-// every HTTP request and PostgreSQL statement pays at least once). It
-// measures the machine, not lethe.
+// every HTTP request and PostgreSQL statement pays at least once), and a
+// dependent load from working sets of 1 MiB and 16 MiB, one per cache line
+// in a random cycle (what a recall pays per line its caches miss: a store
+// of 10,000 grains is about 20 MB, its pages and the Go heap beyond the
+// caches of most of these machines). It measures the machine, not lethe.
 func BenchmarkMachine(b *testing.B) {
+	for _, mib := range []int{1, 16} {
+		b.Run(fmt.Sprintf("load-%dMiB", mib), func(b *testing.B) {
+			const line = 8 // ints per 64-byte cache line
+			n := mib << 20 / 64
+			next := make([]int, n*line)
+			perm := rand.Perm(n)
+			for i, p := range perm {
+				next[p*line] = perm[(i+1)%n] * line
+			}
+			j := 0
+			for b.Loop() {
+				j = next[j]
+			}
+			sinkInt = j
+		})
+	}
 	b.Run("getpid", func(b *testing.B) {
 		for b.Loop() {
 			syscall.Getpid()
@@ -587,3 +606,5 @@ func BenchmarkMachine(b *testing.B) {
 		}
 	})
 }
+
+var sinkInt int
