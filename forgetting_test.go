@@ -985,3 +985,84 @@ func TestFlushRetrievalsWritesNowAndAfterClose(t *testing.T) {
 		t.Fatal("FlushRetrievals after Close did not return")
 	}
 }
+
+// TestPoliciesSpareProtectedOlderVersions: a chain whose newest version no
+// rule protects, but whose older version one does (pinned, then a new
+// version unpinned on purpose; a protected type, then a fact), is kept
+// whole by the decay purge and the risk sweep's drops, dry runs included,
+// as an explicit forget of it is refused: no policy touches a protected
+// grain. A chain of the same age with no protected version goes.
+func TestPoliciesSpareProtectedOlderVersions(t *testing.T) {
+	for _, run := range []string{"purge", "risk"} {
+		t.Run(run, func(t *testing.T) {
+			forEachStore(t, lethe.Config{}, func(t *testing.T, db *lethe.DB) {
+				ctx := context.Background()
+				chain := func(first lethe.Grain, set ...string) (string, string) {
+					t.Helper()
+					v1 := aged(t, db, 100, first)
+					v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Object: "v2", CreatedAt: daysAgo(90)}, set...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return v1, v2
+				}
+				p1, p2 := chain(lethe.Grain{Type: "fact", Subject: "pinned once", Pinned: true}, "pinned")
+				c1, c2 := chain(lethe.Grain{Type: "caveat", Subject: "a caveat once"})
+				o1, o2 := chain(lethe.Grain{Type: "fact", Subject: "plain"})
+				kept := []string{p1, p2, c1, c2}
+				_, err := db.Forget(ctx, lethe.Selector{Hash: p2})
+				wantCode(t, err, lethe.CodeProtected)
+				gone := []string{o1, o2}
+				slices.Sort(gone)
+				for _, dry := range []bool{true, false} {
+					var hashes []string
+					var protected int
+					switch run {
+					case "purge":
+						res, err := db.PurgeStale(ctx, lethe.PurgeOptions{DryRun: dry})
+						if err != nil {
+							t.Fatal(err)
+						}
+						hashes, protected = res.Hashes, res.Protected
+						if res.Candidates != 1 || res.Forgotten != 2 {
+							t.Errorf("dry run %v: %+v; want 1 candidate, 2 forgotten", dry, res)
+						}
+					case "risk":
+						res, err := db.RiskSweep(ctx, "", lethe.RiskOptions{DryRun: dry})
+						if err != nil {
+							t.Fatal(err)
+						}
+						protected = res.Protected
+						var drops []string
+						for _, it := range res.Items {
+							if it.Action == "drop" {
+								drops = append(drops, it.Hash)
+							}
+						}
+						// Items name the newest versions; Dropped counts every version.
+						if res.Dropped != 2 || !slices.Equal(drops, []string{o2}) {
+							t.Errorf("dry run %v: %+v; want %s dropped, 2 grains", dry, res, o2[:8])
+						}
+						hashes = gone
+					}
+					if !slices.Equal(hashes, gone) {
+						t.Errorf("dry run %v: forgot %v; want %v", dry, hashes, gone)
+					}
+					if protected != 2 {
+						t.Errorf("dry run %v: %d protected; want 2 (the chains with a protected older version)", dry, protected)
+					}
+				}
+				for _, h := range kept {
+					if !exists(t, db, "", h) {
+						t.Errorf("%s, of a chain with a protected version, was forgotten", h[:8])
+					}
+				}
+				for _, h := range gone {
+					if exists(t, db, "", h) {
+						t.Errorf("%s still there", h[:8])
+					}
+				}
+			})
+		})
+	}
+}

@@ -296,18 +296,23 @@ type PolicyDeletion struct {
 	// Held maps the id of each hold that kept grains to the hashes of the
 	// seeds it kept (their chains were left whole).
 	Held map[string][]string
+	// Protected lists the seeds whose chain holds a version that a
+	// protection rule keeps (their chains were left whole).
+	Protected []string
 	// Gone counts seeds that no longer existed or no longer qualified.
 	Gone int
 }
 
 // ForgetSeeds deletes, in one transaction, the grains of memory with the
 // given ids that still satisfy keep (re-read and, on PostgreSQL, locked),
-// with every version of their chains and their tag tokens. A chain that an
-// active legal hold covers is skipped whole and reported in Held, not
-// refused: one held grain never fails a policy run. mk's events commit in
+// with every version of their chains and their tag tokens. A chain with a
+// version that protected reports (a protection rule keeps it: an older
+// version pinned, say) is skipped whole and reported in Protected; a chain
+// that an active legal hold covers is skipped whole and reported in Held,
+// not refused: one held grain never fails a policy run. mk's events commit in
 // the same transaction; mk is called even when nothing was deleted, so that
 // it can record refusals.
-func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep func(OpRow) bool, now int64, mk EventsFunc[*PolicyDeletion]) (*PolicyDeletion, error) {
+func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep, protected func(OpRow) bool, now int64, mk EventsFunc[*PolicyDeletion]) (*PolicyDeletion, error) {
 	del := &PolicyDeletion{}
 	// Retried on a lock conflict: the batch locks each chain by its
 	// newest version and then deletes the older ones, in the other order
@@ -347,6 +352,14 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep 
 			var victims []int64
 			c := counter{}
 			for _, g := range groups {
+				if protected != nil && slices.ContainsFunc(g, protected) {
+					for _, r := range g {
+						if isSeed[r.ID] {
+							del.Protected = append(del.Protected, r.Hash)
+						}
+					}
+					continue
+				}
 				if id := ChainHold(hs, g); id != "" {
 					if del.Held == nil {
 						del.Held = map[string][]string{}

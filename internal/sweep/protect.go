@@ -19,3 +19,13 @@ func (s *Sweeper) Protected(rows []store.OpRow) (hash string, perr error) {
 	}
 	return "", nil
 }
+
+// protectedRow reports whether a protection rule of the policy keeps r. A
+// policy that deletes a chain (the decay purge, the risk sweep's drops)
+// skips the whole chain when any of its versions is protected, as an
+// explicit forget of it is refused: a chain whose newest version was
+// unpinned on purpose still holds its pinned older version.
+func (s *Sweeper) protectedRow(r store.OpRow) bool {
+	prot, _, _ := s.policy.Protected(factsOf(&r))
+	return prot
+}

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"slices"
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
@@ -52,7 +53,8 @@ type PurgeResult struct {
 	// chain; each refusal is audited.
 	Held int `json:"held"`
 	// Protected counts grains below the threshold that a protection rule
-	// keeps.
+	// keeps, or whose chain holds a version one keeps (the chain is left
+	// whole).
 	Protected int `json:"protected"`
 	// Pinned counts pinned grains the purge skipped: their retention is 1,
 	// and unpinned they would be candidates.
@@ -152,7 +154,9 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		defer func() { batch = batch[:0] }()
 		res.Batches++
 		if opts.DryRun {
-			forgot, held, err := s.wouldForget(ctx, memory, batch, holds)
+			forgot, held, protected, err := s.wouldForget(ctx, memory, batch, holds)
+			res.Candidates -= len(protected)
+			res.Protected += len(protected)
 			res.Forgotten += len(forgot)
 			res.Held += held
 			addHashes(&res.Hashes, &res.Truncated, forgot...)
@@ -166,6 +170,8 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		if err != nil {
 			return err
 		}
+		res.Candidates -= len(del.Protected)
+		res.Protected += len(del.Protected)
 		res.Forgotten += len(del.Hashes)
 		res.Held += countHeld(del.Held)
 		addHashes(&res.Hashes, &res.Truncated, del.Hashes...)
@@ -210,20 +216,28 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 	return res, nil
 }
 
-// wouldForget is a dry run's forget of seeds: the hashes of every version
-// of their chains that no hold covers, and the number of seeds a hold keeps.
-func (s *Sweeper) wouldForget(ctx context.Context, memory string, seeds []store.OpRow, holds []store.HoldRow) ([]string, int, error) {
+// wouldForget is a dry run's forget of seeds, as ForgetSeeds decides it:
+// the hashes of every version of their chains that no protection rule and
+// no hold keeps, the number of seeds a hold keeps, and the seeds whose
+// chain holds a protected version.
+func (s *Sweeper) wouldForget(ctx context.Context, memory string, seeds []store.OpRow, holds []store.HoldRow) (forgot []string, held int, protected []string, err error) {
 	groups, err := s.store.Chains(ctx, memory, seeds)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	isSeed := make(map[string]bool, len(seeds))
 	for _, s := range seeds {
 		isSeed[s.Hash] = true
 	}
-	var forgot []string
-	held := 0
 	for _, g := range groups {
+		if slices.ContainsFunc(g, s.protectedRow) {
+			for _, r := range g {
+				if isSeed[r.Hash] {
+					protected = append(protected, r.Hash)
+				}
+			}
+			continue
+		}
 		if store.ChainHold(holds, g) != "" {
 			for _, r := range g {
 				if isSeed[r.Hash] {
@@ -236,7 +250,7 @@ func (s *Sweeper) wouldForget(ctx context.Context, memory string, seeds []store.
 			forgot = append(forgot, r.Hash)
 		}
 	}
-	return forgot, held, nil
+	return forgot, held, protected, nil
 }
 
 // forgetSeeds forgets one batch of a policy's candidates with its events:
@@ -244,7 +258,7 @@ func (s *Sweeper) wouldForget(ctx context.Context, memory string, seeds []store.
 // hold that kept some. event receives the id of the purge event.
 func (s *Sweeper) forgetSeeds(ctx context.Context, memory, policy string, ids []int64, keep func(store.OpRow) bool, event func(id string)) (*store.PolicyDeletion, error) {
 	var purgeID string
-	del, err := s.store.ForgetSeeds(ctx, memory, ids, keep, s.now().UnixMicro(), func(ctx context.Context, d *store.PolicyDeletion) ([]audit.Event, error) {
+	del, err := s.store.ForgetSeeds(ctx, memory, ids, keep, s.protectedRow, s.now().UnixMicro(), func(ctx context.Context, d *store.PolicyDeletion) ([]audit.Event, error) {
 		purgeID = ""
 		evs, err := s.journal.Refusals(ctx, memory, policy, d.Held)
 		if err != nil || len(d.Hashes) == 0 {

@@ -37,7 +37,9 @@ type RiskResult struct {
 	Compressed int `json:"compressed"`
 	// Dropped counts grains forgotten, every version of their chains.
 	Dropped int `json:"dropped"`
-	// Protected counts grains at risk that a protection rule keeps.
+	// Protected counts grains at risk that a protection rule keeps, and
+	// grains to drop whose chain holds a version one keeps (the chain is
+	// left whole; the item says protected).
 	Protected int `json:"protected"`
 	// Held counts grains at risk that a legal hold keeps; each refusal is
 	// audited.
@@ -115,13 +117,17 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		}
 		defer func() { drops = drops[:0] }()
 		if opts.DryRun {
-			forgot, held, err := s.wouldForget(ctx, memory, drops, holds)
+			forgot, held, protected, err := s.wouldForget(ctx, memory, drops, holds)
 			res.Dropped += len(forgot)
 			res.Held += held
+			res.Protected += len(protected)
 			for _, r := range drops {
-				if store.HoldOn(holds, r.Scope, r.UserRef) == "" {
+				switch {
+				case slices.Contains(protected, r.Hash):
+					res.item(r.Hash, string(forgetting.ActionProtected), riskOf[r.Hash])
+				case store.HoldOn(holds, r.Scope, r.UserRef) == "":
 					res.item(r.Hash, string(forgetting.ActionDrop), riskOf[r.Hash])
-				} else {
+				default:
 					res.item(r.Hash, "held", riskOf[r.Hash])
 				}
 			}
@@ -138,6 +144,7 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		}
 		res.Dropped += len(del.Hashes)
 		res.Held += countHeld(del.Held)
+		res.Protected += len(del.Protected)
 		heldSeeds := map[string]bool{}
 		for _, hs := range del.Held {
 			for _, h := range hs {
@@ -146,6 +153,8 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		}
 		for _, r := range drops {
 			switch {
+			case slices.Contains(del.Protected, r.Hash):
+				res.item(r.Hash, string(forgetting.ActionProtected), riskOf[r.Hash])
 			case heldSeeds[r.Hash]:
 				res.item(r.Hash, "held", riskOf[r.Hash])
 			case slices.Contains(del.Hashes, r.Hash):

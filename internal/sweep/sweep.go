@@ -103,8 +103,8 @@ type Store interface {
 	// not_found.
 	GrainByHash(ctx context.Context, memory, hash string) (*store.GrainRow, error)
 	// ForgetSeeds deletes the rows ids that still satisfy keep with their
-	// chains, skipping held chains.
-	ForgetSeeds(ctx context.Context, memory string, ids []int64, keep func(store.OpRow) bool, now int64, mk store.EventsFunc[*store.PolicyDeletion]) (*store.PolicyDeletion, error)
+	// chains, skipping chains with a protected version and held chains.
+	ForgetSeeds(ctx context.Context, memory string, ids []int64, keep, protected func(store.OpRow) bool, now int64, mk store.EventsFunc[*store.PolicyDeletion]) (*store.PolicyDeletion, error)
 	// ArchiveRows archives the rows ids that still satisfy keep.
 	ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(store.OpRow) bool, now int64, mk store.EventsFunc[[]string]) ([]string, error)
 	// ReplaceGrains replaces grains that still satisfy keep by new rows,
