@@ -705,11 +705,13 @@ func TestHoldWaitsForAForgetInFlight(t *testing.T) {
 }
 
 // TestConcurrentDestructiveCalls runs 4 goroutines of random calls at once
-// (add, supersede with or without pinning, forget by hash, forget by
-// subject, place and release a hold on a scope) through two instances of
-// one store (two replicas), on both stores, and then checks what must hold whatever the interleaving:
-// every call answers or refuses with a code a user can act on (never an
-// internal error); no forget deleted a pinned version (only ForceForget
+// (add, half of them 100 days old; supersede pinning, unpinning on purpose
+// or keeping the old version's pin; forget by hash; forget by subject; the
+// decay purge; place and release a hold on a scope) through two instances
+// of one store (two replicas), on both stores, and then checks what must
+// hold whatever the interleaving: every call answers or refuses with a code
+// a user can act on (never an internal error, nor a lock conflict); no
+// forget by hash and no purge deleted a pinned version (only ForceForget
 // may); every chain link has its counterpart (a.superseded_by = b exactly
 // when b.supersedes = a); and the scope and user counters equal the rows.
 func TestConcurrentDestructiveCalls(t *testing.T) {
@@ -734,15 +736,24 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 				h := known[rng.IntN(len(known))]
 				return h, pinned[h]
 			}
+			var purged []string
+			// Half the grains are written 100 days old: the decay purge's
+			// candidates, unless pinned.
+			created := func(rng *rand.Rand) time.Time {
+				if rng.IntN(2) == 0 {
+					return daysAgo(100)
+				}
+				return time.Time{}
+			}
 			runCalls(t, replicas, 14, 60, allowed, func(db *lethe.DB, rng *rand.Rand, w, i int) (op string, err error) {
 				subject := fmt.Sprint("s", rng.IntN(4))
 				scope := []string{"team/a", "team/b"}[rng.IntN(2)]
-				switch k := rng.IntN(10); {
+				switch k := rng.IntN(11); {
 				case k < 3:
 					op = "add"
 					var h string
 					h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i), Scope: scope,
-						UserID: fmt.Sprint("u", rng.IntN(3))})
+						UserID: fmt.Sprint("u", rng.IntN(3)), CreatedAt: created(rng)})
 					if err == nil {
 						mu.Lock()
 						known = append(known, h)
@@ -754,13 +765,18 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 					if old == "" {
 						return "", nil
 					}
-					pin := rng.IntN(2) == 0
+					// Pinned, unpinned on purpose, or as the old version.
+					pin, set := rng.IntN(3), []string(nil)
+					if pin == 1 {
+						set = []string{"pinned"}
+					}
 					var h string
-					h, err = db.Supersede(ctx, old, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i, "'"), Pinned: pin})
+					h, err = db.Supersede(ctx, old, lethe.Grain{Type: "fact", Subject: subject, Object: fmt.Sprint(w, "-", i, "'"),
+						Pinned: pin == 0, CreatedAt: created(rng)}, set...)
 					if err == nil {
 						mu.Lock()
 						known = append(known, h)
-						pinned[h] = pin || oldPinned
+						pinned[h] = pin == 0 || pin == 2 && oldPinned
 						mu.Unlock()
 					}
 				case k < 8:
@@ -778,6 +794,14 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 				case k < 9:
 					op = "forget by subject"
 					_, err = db.Forget(ctx, lethe.Selector{Subject: subject})
+				case k < 10:
+					op = "purge"
+					var res *lethe.PurgeResult
+					if res, err = db.PurgeStale(ctx, lethe.PurgeOptions{}); err == nil {
+						mu.Lock()
+						purged = append(purged, res.Hashes...)
+						mu.Unlock()
+					}
 				default:
 					op, err = "hold", holdBriefly(db, rng)
 				}
@@ -788,6 +812,11 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 			for _, h := range deleted {
 				if pinned[h] {
 					t.Errorf("a forget by hash deleted the pinned version %s", h[:8])
+				}
+			}
+			for _, h := range purged {
+				if pinned[h] {
+					t.Errorf("the decay purge deleted the pinned version %s", h[:8])
 				}
 			}
 			for _, q := range []string{
@@ -811,7 +840,7 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 					t.Errorf("counters differ from the rows: %q (%s)", rows, q)
 				}
 			}
-			t.Logf("%s rows left, %d deleted by forgets by hash", raw(`SELECT CAST(count(*) AS TEXT) FROM grains`)[0], len(deleted))
+			t.Logf("%s rows left, %d deleted by forgets by hash, %d by purges", raw(`SELECT CAST(count(*) AS TEXT) FROM grains`)[0], len(deleted), len(purged))
 		})
 	}
 }
