@@ -61,7 +61,6 @@ func TestHistoryLinksHoldNothingPersonal(t *testing.T) {
 			if _, err := db.Forget(ctx, lethe.Selector{Hashes: forgotten}); err != nil {
 				t.Fatal(err)
 			}
-			packed, _ := hex.DecodeString(forgotten[7])
 			var pages [][]byte
 			if b == "sqlite" {
 				if err := db.Close(); err != nil {
@@ -75,8 +74,20 @@ func TestHistoryLinksHoldNothingPersonal(t *testing.T) {
 			if !bytes.Contains(all, []byte(erased)) {
 				t.Error("the erased grain's hash is not in erased_grains' pages: the wrong bytes were read")
 			}
-			if !bytes.Contains(all, packed) {
-				t.Error("a forgotten grain's hash is not in bulk_hashes' pages: the wrong bytes were read")
+			// The 300 packed hashes (9,600 bytes) are split across pages:
+			// PostgreSQL's TOAST chunks of about 2,000 bytes, each a tuple
+			// of its own, and SQLite's overflow pages. A hash that straddles
+			// two is not found whole (2 to 4 of 300 in runs; the test once
+			// asked for one hash, and failed in CI when it straddled).
+			found := 0
+			for _, h := range forgotten {
+				packed, _ := hex.DecodeString(h)
+				if bytes.Contains(all, packed) {
+					found++
+				}
+			}
+			if found < len(forgotten)/2 {
+				t.Errorf("%d of the %d forgotten grains' hashes are in bulk_hashes' pages: the wrong bytes were read", found, len(forgotten))
 			}
 			findSecrets(t, b+" erased_grains and bulk_hashes", all)
 		})
