@@ -463,6 +463,24 @@ type forgetResult struct {
 	err error
 }
 
+// lockGrain locks the row of grain h in tx, FOR UPDATE.
+func lockGrain(t *testing.T, tx pgx.Tx, h string) {
+	t.Helper()
+	if _, err := tx.Exec(context.Background(), "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", h); err != nil {
+		t.Fatalf("lock %s: %v", h[:8], err)
+	}
+}
+
+// wantGone fails the test for each of hashes still in the default memory.
+func wantGone(t *testing.T, db *lethe.DB, hashes ...string) {
+	t.Helper()
+	for _, h := range hashes {
+		if exists(t, db, "", h) {
+			t.Errorf("%s still there", h[:8])
+		}
+	}
+}
+
 // forgetAsync forgets sel on a goroutine of its own.
 func forgetAsync(db *lethe.DB, sel lethe.Selector) <-chan forgetResult {
 	done := make(chan forgetResult, 1)
@@ -515,17 +533,11 @@ func TestForgetRetriesADeadlock(t *testing.T) {
 	ctx := context.Background()
 	db, dsn, v1, v2 := pgChain(t, "deadlock")
 	tx := rawTx(t, dsn)
-	lock := func(h string) {
-		t.Helper()
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", h); err != nil {
-			t.Fatalf("lock %s: %v", h[:8], err)
-		}
-	}
-	lock(v2)
+	lockGrain(t, tx, v2)
 	done := forgetAsync(db, lethe.Selector{Hash: v1})
 	awaitLockWaiters(t, dsn, 1, nil) // the forget, for v2's row
 	// The cycle: returns once PostgreSQL has aborted the forget's attempt.
-	lock(v1)
+	lockGrain(t, tx, v1)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -533,11 +545,7 @@ func TestForgetRetriesADeadlock(t *testing.T) {
 	if r.err != nil || r.res.Count != 2 {
 		t.Fatalf("forget of a chain that met a deadlock: %+v, %v; want both versions forgotten", r.res, r.err)
 	}
-	for _, h := range []string{v1, v2} {
-		if exists(t, db, "", h) {
-			t.Errorf("%s still there", h[:8])
-		}
-	}
+	wantGone(t, db, v1, v2)
 }
 
 // TestPurgeRetriesADeadlock (PostgreSQL) is TestForgetRetriesADeadlock for
@@ -557,13 +565,7 @@ func TestPurgeRetriesADeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	tx := rawTx(t, dsn)
-	lock := func(h string) {
-		t.Helper()
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", h); err != nil {
-			t.Fatalf("lock %s: %v", h[:8], err)
-		}
-	}
-	lock(v1)
+	lockGrain(t, tx, v1)
 	type purged struct {
 		res *lethe.PurgeResult
 		err error
@@ -575,7 +577,7 @@ func TestPurgeRetriesADeadlock(t *testing.T) {
 	}()
 	awaitLockWaiters(t, dsn, 1, nil) // the purge, for v1's row
 	// The cycle: returns once PostgreSQL has aborted the purge's attempt.
-	lock(v2)
+	lockGrain(t, tx, v2)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -583,11 +585,7 @@ func TestPurgeRetriesADeadlock(t *testing.T) {
 	if r.err != nil || r.res.Forgotten != 2 {
 		t.Fatalf("purge of a chain that met a deadlock: %+v, %v; want both versions forgotten", r.res, r.err)
 	}
-	for _, h := range []string{v1, v2} {
-		if exists(t, db, "", h) {
-			t.Errorf("%s still there", h[:8])
-		}
-	}
+	wantGone(t, db, v1, v2)
 }
 
 // TestCleanerRetriesADeadlock (PostgreSQL): the background cleaner, which
@@ -599,14 +597,12 @@ func TestPurgeRetriesADeadlock(t *testing.T) {
 func TestCleanerRetriesADeadlock(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.Postgres(t)
-	var logs lockedBuffer
+	var logs testenv.Logs
 	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	g := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "erased", UserID: "u", Tags: []string{"t"}})
 	tx := rawTx(t, dsn)
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", g); err != nil {
-		t.Fatal(err)
-	}
+	lockGrain(t, tx, g)
 	// The erasure answers once its proof is ready; the cleaner it starts
 	// meets the row's lock before that. The cycle must close before
 	// PostgreSQL's deadlock check of the cleaner's wait (1 s), or the check
@@ -645,24 +641,6 @@ func TestCleanerRetriesADeadlock(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the store's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestHoldWaitsForAForgetInFlight (PostgreSQL) places a legal hold on a
 // scope while a forget of a grain in it is in flight: the forget has begun
 // and waits for the grain's row, which another transaction holds. The
@@ -676,9 +654,7 @@ func TestHoldWaitsForAForgetInFlight(t *testing.T) {
 	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
 	g := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "in flight", Scope: "legal"})
 	tx := rawTx(t, dsn)
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", g); err != nil {
-		t.Fatal(err)
-	}
+	lockGrain(t, tx, g)
 	forgot := forgetAsync(db, lethe.Selector{Hash: g})
 	awaitLockWaiters(t, dsn, 1, nil) // the forget, for the grain's row
 	held := make(chan error, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/lethe-io/lethe/internal/api"
 	"github.com/lethe-io/lethe/internal/auth"
 	lethemcp "github.com/lethe-io/lethe/internal/mcp"
+	"github.com/lethe-io/lethe/internal/testenv"
 )
 
 type args = map[string]any
@@ -195,7 +196,7 @@ type mcpHTTP struct {
 	db     *lethe.DB
 	tokens *auth.Store
 	srv    *httptest.Server
-	logs   *lockedBuffer
+	logs   *testenv.Logs
 }
 
 func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
@@ -212,7 +213,7 @@ func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tokens.Close() })
-	logs := &lockedBuffer{}
+	logs := &testenv.Logs{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger}, mc)
 	if err != nil {

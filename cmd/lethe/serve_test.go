@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,24 +23,6 @@ import (
 	"github.com/lethe-io/lethe/internal/auth"
 	"github.com/lethe-io/lethe/internal/testenv"
 )
-
-// lockedBuffer collects the server's log from its goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // cli runs one lethe command line in-process.
 func cli(t *testing.T, args ...string) (stdout, stderr string, err error) {
@@ -84,7 +65,7 @@ func testServe(t *testing.T, pg []string) {
 	data, addrFile := filepath.Join(dir, "data"), filepath.Join(dir, "addr")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &lockedBuffer{}
+	logs := &testenv.Logs{}
 	done := make(chan error, 1)
 	go func() {
 		args := append([]string{"serve", "--data", data, "--addr", "127.0.0.1:0", "--addr-file", addrFile}, pg...)
@@ -354,7 +335,7 @@ func TestBootstrapRevokedStaysRevoked(t *testing.T) {
 	defer tokens.Close()
 	cfg := defaultServeConfig()
 	cfg.Data = dir
-	var logs lockedBuffer
+	var logs testenv.Logs
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	if err := bootstrapAdmin(ctx, tokens, cfg, logger); err != nil {
 		t.Fatal(err)

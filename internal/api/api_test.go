@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,31 +34,13 @@ const (
 	content = "content-private-9e2c"
 )
 
-// syncBuffer is a log sink shared by the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fixture is a real server over a real store.
 type fixture struct {
 	t       testing.TB
 	db      *lethe.DB
 	tokens  *auth.Store
 	srv     *httptest.Server
-	logs    *syncBuffer
+	logs    *testenv.Logs
 	secrets []string // every token secret, which the log must not hold
 }
 
@@ -89,7 +70,7 @@ func newFixture(tb testing.TB, kind backendKind, mutate func(*api.Config)) *fixt
 		db.Close()
 		tb.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Logs{}
 	acfg := api.Config{Library: db, Tokens: tokens, Logger: slog.New(slog.NewJSONHandler(logs, nil))}
 	if mutate != nil {
 		mutate(&acfg)
