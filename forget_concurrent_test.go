@@ -821,8 +821,9 @@ func TestConcurrentDestructiveCalls(t *testing.T) {
 	}
 }
 
-// TestConcurrentErasures runs 4 goroutines of random adds for three users,
-// supersedes, forgets by hash, user erasures and holds placed and released
+// TestConcurrentErasures runs 4 goroutines of random adds for three users
+// (half of them 100 days old), supersedes, forgets by hash, user erasures,
+// decay purges and holds placed and released
 // through two instances of one store, on both stores. Every call must
 // answer or refuse with a code a user can act on (erased for a supersede
 // of an erased grain), and after the run every grain of a user whose add
@@ -848,11 +849,15 @@ func TestConcurrentErasures(t *testing.T) {
 			runCalls(t, replicas, 28, 50, allowed, func(db *lethe.DB, rng *rand.Rand, w, i int) (op string, err error) {
 				user := fmt.Sprint("u", rng.IntN(3))
 				scope := []string{"team/a", "team/b"}[rng.IntN(2)]
-				switch k := rng.IntN(10); {
+				switch k := rng.IntN(11); {
 				case k < 4:
 					op = "add"
 					var h string
-					h, err = db.Add(ctx, lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i), Scope: scope, UserID: user})
+					g := lethe.Grain{Type: "fact", Subject: "s", Object: fmt.Sprint(w, "-", i), Scope: scope, UserID: user}
+					if rng.IntN(2) == 0 {
+						g.CreatedAt = daysAgo(100) // a decay purge's candidate
+					}
+					h, err = db.Add(ctx, g)
 					if err == nil {
 						done := tick()
 						mu.Lock()
@@ -884,6 +889,9 @@ func TestConcurrentErasures(t *testing.T) {
 						erasedBefore[user] = max(erasedBefore[user], start)
 						mu.Unlock()
 					}
+				case k < 10:
+					op = "purge"
+					_, err = db.PurgeStale(ctx, lethe.PurgeOptions{})
 				default:
 					op, err = "hold", holdBriefly(db, rng)
 				}
