@@ -1066,3 +1066,33 @@ func TestPoliciesSpareProtectedOlderVersions(t *testing.T) {
 		})
 	}
 }
+
+// TestPoliciesSkipErasedRows: rows a user erasure made unreadable, which
+// the cleaner has not deleted yet, are already gone: the decay purge and
+// the risk sweep, dry runs included, neither count nor act on them (the
+// purge deleted them and named them in its grain.purge event as grains it
+// forgot, so a DPO's report counted grains erased before it ran).
+func TestPoliciesSkipErasedRows(t *testing.T) {
+	forEachStore(t, lethe.Config{}, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		db.PauseCleaner()
+		aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "erased", UserID: "u"})
+		kept := aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "stale", UserID: "v"})
+		if _, err := db.ForgetUser(ctx, "", "u"); err != nil {
+			t.Fatal(err)
+		}
+		risk, err := db.RiskSweep(ctx, "", lethe.RiskOptions{DryRun: true})
+		if err != nil || risk.Scanned != 1 || len(risk.Items) != 1 || risk.Items[0].Hash != kept {
+			t.Errorf("risk sweep dry run: %+v, %v; want the one readable grain", risk, err)
+		}
+		for _, dry := range []bool{true, false} {
+			res, err := db.PurgeStale(ctx, lethe.PurgeOptions{DryRun: dry})
+			if err != nil || res.Scanned != 1 || res.Forgotten != 1 || !slices.Equal(res.Hashes, []string{kept}) {
+				t.Errorf("purge, dry run %v: %+v, %v; want only the readable grain", dry, res, err)
+			}
+		}
+		if n, err := db.PurgeErased(ctx); err != nil || n != 1 {
+			t.Errorf("the cleaner deleted %d rows (%v); want the erased one", n, err)
+		}
+	})
+}
