@@ -73,11 +73,12 @@ type PurgeOptions = sweep.PurgeOptions
 // Candidates (below the threshold, no protection rule keeping them), the
 // grains Forgotten (every version of each candidate's chain), those Held
 // (a legal hold covers the chain; each refusal audited), Protected (kept by
-// a protection rule, the grain's own or a version's of its chain) and Pinned (skipped; unpinned they would have been
-// candidates), the Batches (transactions, grain.purge events), the
-// forgotten Hashes (sorted, at most 10,000; Truncated says there were
-// more), the Events' ids, and the Receipt of the policy.run event that
-// closes the purge (nil for dry runs and purges that changed nothing).
+// a protection rule, the grain's own or a version's of its chain) and
+// Pinned (skipped; unpinned they would have been candidates), the Batches
+// (transactions, grain.purge events), the forgotten Hashes (sorted, at
+// most 10,000; Truncated says there were more), the Events' ids, and the
+// Receipt of the policy.run event that closes the purge (nil for dry runs
+// and purges that changed nothing).
 type PurgeResult = sweep.PurgeResult
 
 // ArchiveOptions starts an archive ladder run: Trigger is what starts it

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"hash/fnv"
 	"slices"
 	"sort"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -313,93 +311,100 @@ type PolicyDeletion struct {
 
 // ForgetSeeds deletes, in one transaction, the grains of memory with the
 // given ids that still satisfy keep (re-read and, on PostgreSQL, locked),
-// with every version of their chains and their tag tokens. A chain with a
-// version that protected reports (a protection rule keeps it: an older
-// version pinned, say) is skipped whole and reported in Protected; a chain
-// that an active legal hold covers is skipped whole and reported in Held,
-// not refused: one held grain never fails a policy run. mk's events commit in
-// the same transaction; mk is called even when nothing was deleted, so that
-// it can record refusals.
+// with every version of their chains and their tag tokens, but the chains
+// SortChains keeps: one with a version that protected reports (an older
+// version pinned, say), reported in Protected, and one that an active
+// legal hold covers, reported in Held, not refused: one held grain never
+// fails a policy run. mk's events commit in the same transaction; mk is
+// called even when nothing was deleted, so that it can record refusals.
+// The batch locks each chain by its newest version and then deletes the
+// older ones, the other order than a forget's, so PostgreSQL may abort it
+// in a deadlock: deleteTx tries again (TestPurgeRetriesADeadlock).
 func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep, protected func(OpRow) bool, now int64, mk EventsFunc[*PolicyDeletion]) (*PolicyDeletion, error) {
 	del := &PolicyDeletion{}
-	// Retried on a lock conflict: the batch locks each chain by its
-	// newest version and then deletes the older ones, in the other order
-	// than a forget, which locks a chain's rows oldest first; PostgreSQL
-	// aborts one of the two (TestPurgeRetriesADeadlock).
-	err := retryMoved(func() error {
-		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			*del = PolicyDeletion{}
-			if err := lockMemory(tx, db.dialect, memory, false); err != nil {
-				return err
+	err := db.deleteTx(ctx, memory, func(tx *gorm.DB) error {
+		*del = PolicyDeletion{}
+		seeds, err := lockOps(tx, memory, ids)
+		if err != nil {
+			return err
+		}
+		del.Gone = len(ids) - len(seeds)
+		kept := seeds[:0]
+		for _, s := range seeds {
+			if keep == nil || keep(s) {
+				kept = append(kept, s)
+			} else {
+				del.Gone++
 			}
-			seeds, err := lockOps(tx, memory, ids)
-			if err != nil {
-				return err
-			}
-			del.Gone = len(ids) - len(seeds)
-			kept := seeds[:0]
-			for _, s := range seeds {
-				if keep == nil || keep(s) {
-					kept = append(kept, s)
-				} else {
-					del.Gone++
-				}
-			}
-			groups, err := closeChains(tx, memory, kept)
-			if err != nil {
-				return err
-			}
-			hs, err := activeHolds(tx, memory)
-			if err != nil {
-				return err
-			}
-			isSeed := make(map[int64]bool, len(kept))
-			for _, s := range kept {
-				isSeed[s.ID] = true
-			}
-			var victims []int64
-			c := counter{}
-			for _, g := range groups {
-				if protected != nil && slices.ContainsFunc(g, protected) {
-					for _, r := range g {
-						if isSeed[r.ID] {
-							del.Protected = append(del.Protected, r.Hash)
-						}
-					}
-					continue
-				}
-				if id := ChainHold(hs, g); id != "" {
-					if del.Held == nil {
-						del.Held = map[string][]string{}
-					}
-					for _, r := range g {
-						if isSeed[r.ID] {
-							del.Held[id] = append(del.Held[id], r.Hash)
-						}
-					}
-					continue
-				}
-				for _, r := range g {
-					victims = append(victims, r.ID)
-					del.Hashes = append(del.Hashes, r.Hash)
-					c.add(r.Scope, r.UserKeyID, -1)
-				}
-			}
-			sort.Strings(del.Hashes)
-			if err := deleteIDs(tx, victims); err != nil {
-				return err
-			}
-			if err := adjustCounts(tx, memory, c); err != nil {
-				return err
-			}
-			return commitEvents(ctx, tx, now, del, mk)
-		})
+		}
+		groups, err := closeChains(tx, memory, kept)
+		if err != nil {
+			return err
+		}
+		hs, err := activeHolds(tx, memory)
+		if err != nil {
+			return err
+		}
+		var gone []OpRow
+		gone, del.Held, del.Protected = SortChains(groups, kept, hs, protected)
+		victims := make([]int64, len(gone))
+		c := counter{}
+		for i, r := range gone {
+			victims[i] = r.ID
+			del.Hashes = append(del.Hashes, r.Hash)
+			c.add(r.Scope, r.UserKeyID, -1)
+		}
+		sort.Strings(del.Hashes)
+		if err := deleteIDs(tx, victims); err != nil {
+			return err
+		}
+		if err := adjustCounts(tx, memory, c); err != nil {
+			return err
+		}
+		return commitEvents(ctx, tx, now, del, mk)
 	})
 	if err != nil {
 		return del, translate(err, "forget grains")
 	}
 	db.scrubForget(ctx)
 	return del, nil
+}
+
+// SortChains decides what a policy's batch does with each chain of groups
+// (every version of the chains of seeds): a chain with a version that
+// protected reports (nil: none) is kept whole, and its seeds' hashes are
+// in prot; a chain that a hold of hs covers is kept whole, and its seeds'
+// hashes are in held under the hold's id; every version of the other
+// chains is in gone. ForgetSeeds decides by it in its transaction, and the
+// dry runs on the same rows read without one.
+func SortChains(groups [][]OpRow, seeds []OpRow, hs []HoldRow, protected func(OpRow) bool) (gone []OpRow, held map[string][]string, prot []string) {
+	isSeed := make(map[int64]bool, len(seeds))
+	for _, s := range seeds {
+		isSeed[s.ID] = true
+	}
+	seedsOf := func(g []OpRow, into []string) []string {
+		for _, r := range g {
+			if isSeed[r.ID] {
+				into = append(into, r.Hash)
+			}
+		}
+		return into
+	}
+	for _, g := range groups {
+		if protected != nil && slices.ContainsFunc(g, protected) {
+			prot = seedsOf(g, prot)
+			continue
+		}
+		if id := ChainHold(hs, g); id != "" {
+			if held == nil {
+				held = map[string][]string{}
+			}
+			held[id] = seedsOf(g, held[id])
+			continue
+		}
+		gone = append(gone, g...)
+	}
+	return gone, held, prot
 }
 
 // deleteIDs deletes the grains ids, their tags, postings (removePostings)
@@ -550,8 +555,8 @@ const retrievalLockWait = "100ms"
 // lockConflict reports whether err is PostgreSQL's deadlock_detected or
 // lock_not_available: the transaction was rolled back and may be retried.
 func lockConflict(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "55P03")
+	c := pgCode(err)
+	return c == "40P01" || c == "55P03"
 }
 
 func (db *DB) recordRetrievalsTx(ctx context.Context, rs []Retrieval, bump float64) error {

@@ -1332,25 +1332,20 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 		}
 	}
 	var del *Deletion
-	err := retryMoved(func() error {
-		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := lockMemory(tx, db.dialect, memory, false); err != nil {
-				return err
+	err := db.deleteTx(ctx, memory, func(tx *gorm.DB) error {
+		var seeds []chainRow
+		for i := 0; i < len(hashes); i += chunk {
+			var r []chainRow
+			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&r).Error; err != nil {
+				return translate(err, "read grains")
 			}
-			var seeds []chainRow
-			for i := 0; i < len(hashes); i += chunk {
-				var r []chainRow
-				if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&r).Error; err != nil {
-					return translate(err, "read grains")
-				}
-				seeds = append(seeds, r...)
-			}
-			var err error
-			if del, err = deleteChains(tx, memory, seeds); err != nil {
-				return err
-			}
-			return commitEvents(ctx, tx, now, del, mk)
-		})
+			seeds = append(seeds, r...)
+		}
+		var err error
+		if del, err = deleteChains(tx, memory, seeds); err != nil {
+			return err
+		}
+		return commitEvents(ctx, tx, now, del, mk)
 	})
 	if err != nil {
 		return del, translate(err, "delete grains")
@@ -1386,6 +1381,19 @@ func retryMoved(tx func() error) error {
 	return err
 }
 
+// deleteTx runs fn, a delete's work, in a transaction that takes the
+// memory's lock first, shared (see lockMemory), tried again by retryMoved.
+func (db *DB) deleteTx(ctx context.Context, memory string, fn func(tx *gorm.DB) error) error {
+	return retryMoved(func() error {
+		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := lockMemory(tx, db.dialect, memory, false); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	})
+}
+
 // DeleteWhere deletes every grain of f.Memory matching f (superseded and
 // archived included, whatever f says) and every version of their chains,
 // with the events mk builds, in one transaction. A hold refusal or a dry
@@ -1396,23 +1404,18 @@ func (db *DB) DeleteWhere(ctx context.Context, f Filter, now int64, mk EventsFun
 	}
 	f.IncludeArchived, f.IncludeSuperseded, f.Limit, f.BeforeID = true, true, 0, 0
 	var del *Deletion
-	err := retryMoved(func() error {
-		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if err := lockMemory(tx, db.dialect, f.Memory, false); err != nil {
-				return err
-			}
-			if err := f.resolve(tx); err != nil {
-				return err
-			}
-			seeds, err := db.chainRowsWhere(ctx, tx, &f)
-			if err != nil {
-				return err
-			}
-			if del, err = deleteChains(tx, f.Memory, seeds); err != nil {
-				return err
-			}
-			return commitEvents(ctx, tx, now, del, mk)
-		})
+	err := db.deleteTx(ctx, f.Memory, func(tx *gorm.DB) error {
+		if err := f.resolve(tx); err != nil {
+			return err
+		}
+		seeds, err := db.chainRowsWhere(ctx, tx, &f)
+		if err != nil {
+			return err
+		}
+		if del, err = deleteChains(tx, f.Memory, seeds); err != nil {
+			return err
+		}
+		return commitEvents(ctx, tx, now, del, mk)
 	})
 	if err != nil {
 		return del, translate(err, "delete grains")

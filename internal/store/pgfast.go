@@ -309,8 +309,7 @@ func finishHashes(rows []*GrainRow, out []string, same []int) []string {
 
 // translatePG maps pgx errors to store errors.
 func translatePG(err error, what string) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" {
+	if pgCode(err) == "23505" { // unique_violation
 		return fmt.Errorf("%s: %w", what, errDuplicate)
 	}
 	return translate(err, what)

@@ -318,20 +318,25 @@ func translate(err error, what string) error {
 	// Transient lock conflicts on PostgreSQL, answered as such rather than
 	// as a bug: the transaction was rolled back whole, and the same call
 	// may succeed at once. (The deletes try again first: retryMoved.)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch pe.Code {
-		case "40P01", "40001": // deadlock_detected, serialization_failure
-			e := grains.Wrap(grains.CodeConflict, what+": a concurrent transaction conflicted with this one", err)
-			e.Hint = "nothing was changed: try again"
-			return e
-		case "55P03": // lock_not_available (a lock_timeout)
-			e := grains.Wrap(grains.CodeUnavailable, what+": a lock was not available in time", err)
-			e.Hint = "nothing was changed: try again"
-			return e
-		}
+	switch pgCode(err) {
+	case "40P01", "40001": // deadlock_detected, serialization_failure
+		return &grains.Error{Code: grains.CodeConflict, Message: what + ": a concurrent transaction conflicted with this one",
+			Hint: "nothing was changed: try again", Err: err}
+	case "55P03": // lock_not_available (a lock_timeout)
+		return &grains.Error{Code: grains.CodeUnavailable, Message: what + ": a lock was not available in time",
+			Hint: "nothing was changed: try again", Err: err}
 	}
 	return grains.Wrap(grains.CodeInternal, what, err)
+}
+
+// pgCode returns the SQLSTATE of the PostgreSQL error in err's chain, or
+// "" if there is none.
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
 }
 
 // Translate is translate for packages that keep a table of their own with

@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"context"
-	"slices"
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
@@ -216,41 +215,20 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 	return res, nil
 }
 
-// wouldForget is a dry run's forget of seeds, as ForgetSeeds decides it:
-// the hashes of every version of their chains that no protection rule and
-// no hold keeps, the number of seeds a hold keeps, and the seeds whose
-// chain holds a protected version.
+// wouldForget is a dry run's forget of seeds, decided as ForgetSeeds
+// decides (store.SortChains): the hashes of every version of the chains it
+// would delete, the number of seeds a hold keeps, and the seeds whose chain
+// holds a protected version.
 func (s *Sweeper) wouldForget(ctx context.Context, memory string, seeds []store.OpRow, holds []store.HoldRow) (forgot []string, held int, protected []string, err error) {
 	groups, err := s.store.Chains(ctx, memory, seeds)
 	if err != nil {
 		return nil, 0, nil, err
 	}
-	isSeed := make(map[string]bool, len(seeds))
-	for _, s := range seeds {
-		isSeed[s.Hash] = true
+	gone, heldBy, protected := store.SortChains(groups, seeds, holds, s.protectedRow)
+	for _, r := range gone {
+		forgot = append(forgot, r.Hash)
 	}
-	for _, g := range groups {
-		if slices.ContainsFunc(g, s.protectedRow) {
-			for _, r := range g {
-				if isSeed[r.Hash] {
-					protected = append(protected, r.Hash)
-				}
-			}
-			continue
-		}
-		if store.ChainHold(holds, g) != "" {
-			for _, r := range g {
-				if isSeed[r.Hash] {
-					held++
-				}
-			}
-			continue
-		}
-		for _, r := range g {
-			forgot = append(forgot, r.Hash)
-		}
-	}
-	return forgot, held, protected, nil
+	return forgot, countHeld(heldBy), protected, nil
 }
 
 // forgetSeeds forgets one batch of a policy's candidates with its events:
