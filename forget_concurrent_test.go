@@ -530,22 +530,37 @@ func awaitLockWaiters(t *testing.T, dsn string, n int, or <-chan error) {
 // which locks the newest versions it deletes first and the older ones after,
 // can meet a forget this way.)
 func TestForgetRetriesADeadlock(t *testing.T) {
-	ctx := context.Background()
 	db, dsn, v1, v2 := pgChain(t, "deadlock")
-	tx := rawTx(t, dsn)
-	lockGrain(t, tx, v2)
-	done := forgetAsync(db, lethe.Selector{Hash: v1})
-	awaitLockWaiters(t, dsn, 1, nil) // the forget, for v2's row
-	// The cycle: returns once PostgreSQL has aborted the forget's attempt.
-	lockGrain(t, tx, v1)
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil || r.res.Count != 2 {
-		t.Fatalf("forget of a chain that met a deadlock: %+v, %v; want both versions forgotten", r.res, r.err)
+	var res *lethe.ForgetResult
+	var err error
+	inDeadlock(t, dsn, v2, v1, func() { res, err = db.Forget(context.Background(), lethe.Selector{Hash: v1}) })
+	if err != nil || res.Count != 2 {
+		t.Fatalf("forget of a chain that met a deadlock: %+v, %v; want both versions forgotten", res, err)
 	}
 	wantGone(t, db, v1, v2)
+}
+
+// inDeadlock makes call one side of a deadlock: a raw transaction locks
+// the row of grain first, call starts and waits for it (holding second's),
+// then the raw transaction asks for second. PostgreSQL aborts the attempt
+// of call, which waited first; the raw transaction rolls back, and
+// inDeadlock returns once call has.
+func inDeadlock(t *testing.T, dsn, first, second string, call func()) {
+	t.Helper()
+	tx := rawTx(t, dsn)
+	lockGrain(t, tx, first)
+	done := make(chan error, 1)
+	go func() {
+		call()
+		done <- nil
+	}()
+	awaitLockWaiters(t, dsn, 1, done) // call, for first's row
+	// The cycle: returns once PostgreSQL has aborted call's attempt.
+	lockGrain(t, tx, second)
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-done
 }
 
 // TestPurgeRetriesADeadlock (PostgreSQL) is TestForgetRetriesADeadlock for
@@ -564,26 +579,10 @@ func TestPurgeRetriesADeadlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx := rawTx(t, dsn)
-	lockGrain(t, tx, v1)
-	type purged struct {
-		res *lethe.PurgeResult
-		err error
-	}
-	done := make(chan purged, 1)
-	go func() {
-		res, err := db.PurgeStale(ctx, lethe.PurgeOptions{})
-		done <- purged{res, err}
-	}()
-	awaitLockWaiters(t, dsn, 1, nil) // the purge, for v1's row
-	// The cycle: returns once PostgreSQL has aborted the purge's attempt.
-	lockGrain(t, tx, v2)
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.err != nil || r.res.Forgotten != 2 {
-		t.Fatalf("purge of a chain that met a deadlock: %+v, %v; want both versions forgotten", r.res, r.err)
+	var res *lethe.PurgeResult
+	inDeadlock(t, dsn, v1, v2, func() { res, err = db.PurgeStale(ctx, lethe.PurgeOptions{}) })
+	if err != nil || res.Forgotten != 2 {
+		t.Fatalf("purge of a chain that met a deadlock: %+v, %v; want both versions forgotten", res, err)
 	}
 	wantGone(t, db, v1, v2)
 }
