@@ -29,7 +29,7 @@ type LitewitnessServer struct {
 	db   string
 	args []string
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *Logs
 }
 
 // litewitnessSchema is litewitness v0.9.0's schema (internal/witness), so
@@ -103,7 +103,7 @@ var vkeyRE = regexp.MustCompile(`msg="verifier key" vkey=(\S+)`)
 // start starts the witness process and waits until it answers.
 func (s *LitewitnessServer) start(tb testing.TB) {
 	tb.Helper()
-	s.logs = &syncBuffer{}
+	s.logs = &Logs{}
 	s.cmd = exec.Command(s.args[0], s.args[1:]...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {

@@ -10,7 +10,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -129,7 +128,7 @@ type VaultDevServer struct {
 
 	cmd   *exec.Cmd
 	stdin io.Closer
-	out   *syncBuffer
+	out   *Logs
 	done  chan struct{}
 	once  sync.Once
 }
@@ -145,7 +144,7 @@ func VaultDev(tb testing.TB) *VaultDevServer {
 	}
 	dir := tb.TempDir()
 	tokenFile, addrFile := filepath.Join(dir, "token"), filepath.Join(dir, "addr")
-	s := &VaultDevServer{out: &syncBuffer{}, done: make(chan struct{})}
+	s := &VaultDevServer{out: &Logs{}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-token-file", tokenFile, "-addr-file", addrFile,
 		"-transit-keys", "lethe-kek", "-exit-on-stdin-eof")
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
@@ -244,23 +243,6 @@ func (s *VaultDevServer) sealed() (bool, error) {
 
 // Output returns what the server printed so far, for failure messages.
 func (s *VaultDevServer) Output() string { return s.out.String() }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
