@@ -1071,15 +1071,20 @@ func TestPoliciesSpareProtectedOlderVersions(t *testing.T) {
 // the cleaner has not deleted yet, are already gone: the decay purge and
 // the risk sweep, dry runs included, neither count nor act on them (the
 // purge deleted them and named them in its grain.purge event as grains it
-// forgot, so a DPO's report counted grains erased before it ran).
+// forgot, so a DPO's report counted grains erased before it ran); nor
+// does the archive ladder.
 func TestPoliciesSkipErasedRows(t *testing.T) {
 	forEachStore(t, lethe.Config{}, func(t *testing.T, db *lethe.DB) {
 		ctx := context.Background()
 		db.PauseCleaner()
-		aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "erased", UserID: "u"})
-		kept := aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "stale", UserID: "v"})
+		aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "erased", UserID: "u", Salience: 0.04})
+		kept := aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "stale", UserID: "v", Salience: 0.04})
 		if _, err := db.ForgetUser(ctx, "", "u"); err != nil {
 			t.Fatal(err)
+		}
+		ladder, err := db.Archive(ctx, "", lethe.ArchiveOptions{DryRun: true})
+		if err != nil || ladder.Scanned != 1 || !slices.Equal(ladder.Hashes, []string{kept}) {
+			t.Errorf("archive ladder dry run: %+v, %v; want the one readable grain", ladder, err)
 		}
 		risk, err := db.RiskSweep(ctx, "", lethe.RiskOptions{DryRun: true})
 		if err != nil || risk.Scanned != 1 || len(risk.Items) != 1 || risk.Items[0].Hash != kept {
