@@ -101,7 +101,8 @@ func TestReportShowsTheOverheadOverTheFloor(t *testing.T) {
 	r := &report{Server: "http://127.0.0.1:1", Memory: "m", Concurrency: 1, Phases: []*phase{
 		{Name: pingPhase, Requests: 10, Items: 10, P50: 210 * time.Microsecond},
 		{Name: "recall", Requests: 10, Items: 10, P50: 540 * time.Microsecond,
-			Floor: &phase{Name: "recall", Requests: 10, Items: 10, P50: 150 * time.Microsecond}},
+			Floor: &phase{Name: "recall", Requests: 10, Items: 10, P50: 150 * time.Microsecond},
+			Paced: &phase{Name: "recall", Requests: 10, Items: 10, P50: 200 * time.Microsecond}},
 		{Name: "get", Requests: 10, Items: 10, P50: 90 * time.Microsecond,
 			Floor: &phase{Name: "get", Requests: 10, Items: 10, P50: 100 * time.Microsecond}},
 	}}
@@ -116,7 +117,9 @@ func TestReportShowsTheOverheadOverTheFloor(t *testing.T) {
 	}
 	text := strings.Join(fields, "\n")
 	for _, want := range []string{"p50/floor p50-floor", "recall 10 10 0 0.00s 0 540µs 0µs 0µs 3.60× +390µs",
-		"get 10 10 0 0.00s 0 90µs 0µs 0µs 0.90× -10µs", "its p50 (210µs) is the HTTP round trip"} {
+		"library, paced 10 10 0 0.00s 0 200µs 0µs 0µs 2.70× +340µs",
+		"get 10 10 0 0.00s 0 90µs 0µs 0µs 0.90× -10µs", "its p50 (210µs) is the HTTP round trip",
+		"library, paced: each call after one ping"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
