@@ -38,6 +38,9 @@ type OpRow struct {
 	SupersededBy    string
 	UserKeyID       int64
 	UserRef         []byte
+	// Erasing is set by the chain reads (ForgetSeeds, Chains) on a row an
+	// erasure made unreadable that the cleaner has not deleted yet.
+	Erasing bool
 }
 
 const opColumns = "id, hash, type, namespace, scope, importance, salience, pinned, archived, created_us, " +
@@ -91,9 +94,7 @@ func (db *DB) ScanOps(ctx context.Context, s OpScan) ([]OpRow, error) {
 	// cleanup job is pending) are already gone: no policy counts or acts
 	// on them, and the cleaner deletes them and links them to their
 	// erasure (TestPoliciesSkipErasedRows). Usually no job is pending.
-	q := "SELECT " + opColumns + " FROM grains WHERE memory = ? AND id > ?" +
-		" AND NOT EXISTS (SELECT 1 FROM erase_cleanup c WHERE c.memory = grains.memory" +
-		" AND '.' || grains.key_chain || '.' LIKE '%.' || CAST(c.key_id AS TEXT) || '.%')"
+	q := "SELECT " + opColumns + " FROM grains WHERE memory = ? AND id > ? AND NOT " + erasingRow
 	args := []any{s.Memory, s.AfterID}
 	if s.Namespace != "" {
 		q += " AND namespace = ?"
@@ -119,11 +120,69 @@ func (db *DB) ScanOps(ctx context.Context, s OpScan) ([]OpRow, error) {
 	return scanOps(rows, s.Limit)
 }
 
+// erasingRow is the condition on a grains row that an erasure made it
+// unreadable and the cleaner has not deleted it yet: its key chain holds a
+// key whose cleanup job is pending.
+const erasingRow = "EXISTS (SELECT 1 FROM erase_cleanup c WHERE c.memory = grains.memory" +
+	" AND '.' || grains.key_chain || '.' LIKE '%.' || CAST(c.key_id AS TEXT) || '.%')"
+
+// markErasing sets Erasing on the rows of groups that erasingRow holds
+// for. It reads nothing more when memory has no pending cleanup job, the
+// usual case.
+func markErasing(tx *gorm.DB, memory string, groups [][]OpRow) error {
+	if pending, err := cleanupPending(tx, memory); err != nil || !pending {
+		return err
+	}
+	var ids []int64
+	for _, g := range groups {
+		for _, r := range g {
+			ids = append(ids, r.ID)
+		}
+	}
+	erasing := map[int64]bool{}
+	for i := 0; i < len(ids); i += chunk {
+		var found []int64
+		err := tx.Raw("SELECT id FROM grains WHERE memory = ? AND id IN ? AND "+erasingRow,
+			memory, ids[i:min(i+chunk, len(ids))]).Scan(&found).Error
+		if err != nil {
+			return translate(err, "read erased grains")
+		}
+		for _, id := range found {
+			erasing[id] = true
+		}
+	}
+	for _, g := range groups {
+		for j := range g {
+			g[j].Erasing = erasing[g[j].ID]
+		}
+	}
+	return nil
+}
+
+// cleanupPending reports whether memory has a pending cleanup job: whether
+// an erasure left rows for the cleaner.
+func cleanupPending(tx *gorm.DB, memory string) (bool, error) {
+	var pending []int64
+	err := tx.Model(&CleanupJob{}).Where("memory = ?", memory).Limit(1).Pluck("key_id", &pending).Error
+	return len(pending) > 0, translate(err, "read cleanup jobs")
+}
+
 // CountLive returns the number of unarchived newest versions in memory: the
-// grain count the archive ladder compares with its soft limit.
+// grain count the archive ladder compares with its soft limit. Rows an
+// erasure made unreadable are already gone (see ScanOps): while a cleanup
+// job is pending, they are not counted (TestLadderCountsNoErasedRows).
 func (db *DB) CountLive(ctx context.Context, memory string) (int64, error) {
+	tx := db.gorm.WithContext(ctx)
+	q := "SELECT COUNT(*) FROM grains WHERE memory = ? AND superseded_by = '' AND archived = ?"
+	pending, err := cleanupPending(tx, memory)
+	if err != nil {
+		return 0, err
+	}
+	if pending {
+		q += " AND NOT " + erasingRow
+	}
 	var n int64
-	err := db.gorm.WithContext(ctx).Model(&GrainRow{}).Where("memory = ? AND superseded_by = '' AND archived = ?", memory, false).Count(&n).Error
+	err = tx.Raw(q, memory, false).Scan(&n).Error
 	return n, translate(err, "count grains")
 }
 
@@ -277,7 +336,12 @@ func closeChains(tx *gorm.DB, memory string, seeds []OpRow) ([][]OpRow, error) {
 // Chains returns every version of the seeds' chains, grouped by chain, each
 // group starting with its seeds. It reads without locking: dry runs use it.
 func (db *DB) Chains(ctx context.Context, memory string, seeds []OpRow) ([][]OpRow, error) {
-	return closeChains(db.gorm.WithContext(ctx), memory, seeds)
+	tx := db.gorm.WithContext(ctx)
+	groups, err := closeChains(tx, memory, seeds)
+	if err != nil {
+		return nil, err
+	}
+	return groups, markErasing(tx, memory, groups)
 }
 
 // HoldOn returns the id of the first active hold in hs that covers a row
@@ -305,6 +369,11 @@ type PolicyDeletion struct {
 	// Protected lists the seeds whose chain holds a version that a
 	// protection rule keeps (their chains were left whole).
 	Protected []string
+	// Erasing lists the seeds whose chain holds a version an erasure made
+	// unreadable that the cleaner has not deleted yet: their chains were
+	// left whole, for the cleaner to delete that version and link it to
+	// its erasure (ErasedGrainRow); a later run decides on the rest.
+	Erasing []string
 	// Gone counts seeds that no longer existed or no longer qualified.
 	Gone int
 }
@@ -341,12 +410,18 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep,
 		if err != nil {
 			return err
 		}
+		// After the shared memory lock: an erasure that committed before
+		// it has its cleanup job in place.
+		if err := markErasing(tx, memory, groups); err != nil {
+			return err
+		}
 		hs, err := activeHolds(tx, memory)
 		if err != nil {
 			return err
 		}
-		var gone []OpRow
-		gone, del.Held, del.Protected = SortChains(groups, kept, hs, protected)
+		fate := SortChains(groups, kept, hs, protected)
+		gone := fate.Gone
+		del.Held, del.Protected, del.Erasing = fate.Held, fate.Protected, fate.Erasing
 		victims := make([]int64, len(gone))
 		c := counter{}
 		for i, r := range gone {
@@ -370,14 +445,27 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep,
 	return del, nil
 }
 
+// ChainFate is what a policy's batch does with its chains (SortChains).
+type ChainFate struct {
+	// Gone holds every version of the chains to delete.
+	Gone []OpRow
+	// Held maps a hold's id to the hashes of the seeds whose chains it
+	// keeps.
+	Held map[string][]string
+	// Protected and Erasing list the hashes of the seeds whose chains are
+	// kept for a protected version, and for a version an erasure made
+	// unreadable (OpRow.Erasing).
+	Protected, Erasing []string
+}
+
 // SortChains decides what a policy's batch does with each chain of groups
-// (every version of the chains of seeds): a chain with a version that
-// protected reports (nil: none) is kept whole, and its seeds' hashes are
-// in prot; a chain that a hold of hs covers is kept whole, and its seeds'
-// hashes are in held under the hold's id; every version of the other
-// chains is in gone. ForgetSeeds decides by it in its transaction, and the
-// dry runs on the same rows read without one.
-func SortChains(groups [][]OpRow, seeds []OpRow, hs []HoldRow, protected func(OpRow) bool) (gone []OpRow, held map[string][]string, prot []string) {
+// (every version of the chains of seeds). A chain is kept whole when it
+// holds a version an erasure made unreadable (the cleaner's to delete, with
+// its link to the erasure), else when it holds one that protected reports
+// (nil: none), else when a hold of hs covers it; every version of the other
+// chains is gone. ForgetSeeds decides by it in its transaction, and the dry
+// runs on the same rows read without one.
+func SortChains(groups [][]OpRow, seeds []OpRow, hs []HoldRow, protected func(OpRow) bool) ChainFate {
 	isSeed := make(map[int64]bool, len(seeds))
 	for _, s := range seeds {
 		isSeed[s.ID] = true
@@ -390,21 +478,26 @@ func SortChains(groups [][]OpRow, seeds []OpRow, hs []HoldRow, protected func(Op
 		}
 		return into
 	}
+	var f ChainFate
 	for _, g := range groups {
+		if slices.ContainsFunc(g, func(r OpRow) bool { return r.Erasing }) {
+			f.Erasing = seedsOf(g, f.Erasing)
+			continue
+		}
 		if protected != nil && slices.ContainsFunc(g, protected) {
-			prot = seedsOf(g, prot)
+			f.Protected = seedsOf(g, f.Protected)
 			continue
 		}
 		if id := ChainHold(hs, g); id != "" {
-			if held == nil {
-				held = map[string][]string{}
+			if f.Held == nil {
+				f.Held = map[string][]string{}
 			}
-			held[id] = seedsOf(g, held[id])
+			f.Held[id] = seedsOf(g, f.Held[id])
 			continue
 		}
-		gone = append(gone, g...)
+		f.Gone = append(f.Gone, g...)
 	}
-	return gone, held, prot
+	return f
 }
 
 // deleteIDs deletes the grains ids, their tags, postings (removePostings)

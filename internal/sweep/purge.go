@@ -153,12 +153,12 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		defer func() { batch = batch[:0] }()
 		res.Batches++
 		if opts.DryRun {
-			forgot, held, protected, err := s.wouldForget(ctx, memory, batch, holds)
-			res.Candidates -= len(protected)
-			res.Protected += len(protected)
-			res.Forgotten += len(forgot)
-			res.Held += held
-			addHashes(&res.Hashes, &res.Truncated, forgot...)
+			w, err := s.wouldForget(ctx, memory, batch, holds)
+			res.Candidates -= len(w.Protected) + len(w.Erasing)
+			res.Protected += len(w.Protected)
+			res.Forgotten += len(w.Forgot)
+			res.Held += countHeld(w.Held)
+			addHashes(&res.Hashes, &res.Truncated, w.Forgot...)
 			return err
 		}
 		ids := make([]int64, len(batch))
@@ -169,7 +169,7 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		if err != nil {
 			return err
 		}
-		res.Candidates -= len(del.Protected)
+		res.Candidates -= len(del.Protected) + len(del.Erasing)
 		res.Protected += len(del.Protected)
 		res.Forgotten += len(del.Hashes)
 		res.Held += countHeld(del.Held)
@@ -216,19 +216,24 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 }
 
 // wouldForget is a dry run's forget of seeds, decided as ForgetSeeds
-// decides (store.SortChains): the hashes of every version of the chains it
-// would delete, the number of seeds a hold keeps, and the seeds whose chain
-// holds a protected version.
-func (s *Sweeper) wouldForget(ctx context.Context, memory string, seeds []store.OpRow, holds []store.HoldRow) (forgot []string, held int, protected []string, err error) {
+// decides (store.SortChains): Forgot holds the hashes of every version of
+// the chains it would delete.
+func (s *Sweeper) wouldForget(ctx context.Context, memory string, seeds []store.OpRow, holds []store.HoldRow) (wouldForget, error) {
 	groups, err := s.store.Chains(ctx, memory, seeds)
 	if err != nil {
-		return nil, 0, nil, err
+		return wouldForget{}, err
 	}
-	gone, heldBy, protected := store.SortChains(groups, seeds, holds, s.protectedRow)
-	for _, r := range gone {
-		forgot = append(forgot, r.Hash)
+	w := wouldForget{ChainFate: store.SortChains(groups, seeds, holds, s.protectedRow)}
+	for _, r := range w.Gone {
+		w.Forgot = append(w.Forgot, r.Hash)
 	}
-	return forgot, countHeld(heldBy), protected, nil
+	return w, nil
+}
+
+// wouldForget is what a dry run's batch would do.
+type wouldForget struct {
+	store.ChainFate
+	Forgot []string
 }
 
 // forgetSeeds forgets one batch of a policy's candidates with its events:

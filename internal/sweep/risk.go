@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
@@ -65,6 +64,32 @@ func (r *RiskResult) item(hash, action string, risk float64) {
 	r.Items = append(r.Items, RiskItem{Hash: hash, Action: action, Risk: risk})
 }
 
+// dropItems lists the grains to drop, drops, with what their batch did:
+// protected, held, or dropped (in forgot); a grain whose chain waits for
+// the cleaner (erasing) or that no longer qualified gets no item.
+func (r *RiskResult) dropItems(drops []store.OpRow, riskOf map[string]float64, protected, erasing []string, held map[string][]string, forgot []string) {
+	action := map[string]string{}
+	for _, h := range forgot {
+		action[h] = string(forgetting.ActionDrop)
+	}
+	for _, hs := range held {
+		for _, h := range hs {
+			action[h] = "held"
+		}
+	}
+	for _, h := range protected {
+		action[h] = string(forgetting.ActionProtected)
+	}
+	for _, h := range erasing {
+		delete(action, h)
+	}
+	for _, d := range drops {
+		if a, ok := action[d.Hash]; ok {
+			r.item(d.Hash, a, riskOf[d.Hash])
+		}
+	}
+}
+
 // RiskSweep runs linksee-memory's risk sweep on one memory over the newest
 // versions: a grain whose risk reaches drop_at is forgotten with every
 // version of its chain (as Forget does); one whose risk reaches
@@ -117,21 +142,15 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		}
 		defer func() { drops = drops[:0] }()
 		if opts.DryRun {
-			forgot, held, protected, err := s.wouldForget(ctx, memory, drops, holds)
-			res.Dropped += len(forgot)
-			res.Held += held
-			res.Protected += len(protected)
-			for _, r := range drops {
-				switch {
-				case slices.Contains(protected, r.Hash):
-					res.item(r.Hash, string(forgetting.ActionProtected), riskOf[r.Hash])
-				case store.HoldOn(holds, r.Scope, r.UserRef) == "":
-					res.item(r.Hash, string(forgetting.ActionDrop), riskOf[r.Hash])
-				default:
-					res.item(r.Hash, "held", riskOf[r.Hash])
-				}
+			w, err := s.wouldForget(ctx, memory, drops, holds)
+			if err != nil {
+				return err
 			}
-			return err
+			res.Dropped += len(w.Forgot)
+			res.Held += countHeld(w.Held)
+			res.Protected += len(w.Protected)
+			res.dropItems(drops, riskOf, w.Protected, w.Erasing, w.Held, w.Forgot)
+			return nil
 		}
 		ids := make([]int64, len(drops))
 		for i, r := range drops {
@@ -145,22 +164,7 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		res.Dropped += len(del.Hashes)
 		res.Held += countHeld(del.Held)
 		res.Protected += len(del.Protected)
-		heldSeeds := map[string]bool{}
-		for _, hs := range del.Held {
-			for _, h := range hs {
-				heldSeeds[h] = true
-			}
-		}
-		for _, r := range drops {
-			switch {
-			case slices.Contains(del.Protected, r.Hash):
-				res.item(r.Hash, string(forgetting.ActionProtected), riskOf[r.Hash])
-			case heldSeeds[r.Hash]:
-				res.item(r.Hash, "held", riskOf[r.Hash])
-			case slices.Contains(del.Hashes, r.Hash):
-				res.item(r.Hash, string(forgetting.ActionDrop), riskOf[r.Hash])
-			}
-		}
+		res.dropItems(drops, riskOf, del.Protected, del.Erasing, del.Held, del.Hashes)
 		all = append(all, del.Hashes...)
 		return nil
 	}
