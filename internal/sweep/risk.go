@@ -64,10 +64,14 @@ func (r *RiskResult) item(hash, action string, risk float64) {
 	r.Items = append(r.Items, RiskItem{Hash: hash, Action: action, Risk: risk})
 }
 
-// dropItems lists the grains to drop, drops, with what their batch did:
-// protected, held, or dropped (in forgot); a grain whose chain waits for
-// the cleaner (erasing) or that no longer qualified gets no item.
-func (r *RiskResult) dropItems(drops []store.OpRow, riskOf map[string]float64, protected, erasing []string, held map[string][]string, forgot []string) {
+// dropped counts what a batch of drops did, or would do, and lists each of
+// drops with its action: protected, held, or dropped (in forgot, every
+// version of the chains deleted); a grain whose chain waits for the
+// cleaner (erasing) or that no longer qualified gets no item.
+func (r *RiskResult) dropped(drops []store.OpRow, riskOf map[string]float64, protected, erasing []string, held map[string][]string, forgot []string) {
+	r.Dropped += len(forgot)
+	r.Held += countHeld(held)
+	r.Protected += len(protected)
 	action := map[string]string{}
 	for _, h := range forgot {
 		action[h] = string(forgetting.ActionDrop)
@@ -146,10 +150,7 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 			if err != nil {
 				return err
 			}
-			res.Dropped += len(w.Forgot)
-			res.Held += countHeld(w.Held)
-			res.Protected += len(w.Protected)
-			res.dropItems(drops, riskOf, w.Protected, w.Erasing, w.Held, w.Forgot)
+			res.dropped(drops, riskOf, w.Protected, w.Erasing, w.Held, w.Forgot)
 			return nil
 		}
 		ids := make([]int64, len(drops))
@@ -161,10 +162,7 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		if err != nil {
 			return err
 		}
-		res.Dropped += len(del.Hashes)
-		res.Held += countHeld(del.Held)
-		res.Protected += len(del.Protected)
-		res.dropItems(drops, riskOf, del.Protected, del.Erasing, del.Held, del.Hashes)
+		res.dropped(drops, riskOf, del.Protected, del.Erasing, del.Held, del.Hashes)
 		all = append(all, del.Hashes...)
 		return nil
 	}
