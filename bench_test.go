@@ -520,6 +520,90 @@ func BenchmarkRecallMatrix(b *testing.B) {
 	}
 }
 
+// BenchmarkRecallScopes recalls by subject in a memory of 10,000 grains
+// spread over 8 to 10,000 scopes (acme/s0, acme/s1, ...), on each store,
+// freshly opened. A value's blind token is made under each scope's index
+// key, so that erasing a scope unlinks its tokens at once
+// (docs/compliance/erasure.md): a recall over the whole memory makes one
+// token per scope and reads one index range per token. "memory" recalls
+// over the whole memory, "scope" within the one scope that holds the
+// subject's grains (each scope's keys read once before, untimed). It
+// reports p50 and p99, and first-ms: the first recall after the store
+// opened, over the whole memory, which unwraps every scope's index key.
+func BenchmarkRecallScopes(b *testing.B) {
+	const n = 10000
+	for _, name := range []string{"sqlite", "postgres"} {
+		for _, scopes := range []int{8, 64, 100, 1000, 10000} {
+			b.Run(fmt.Sprintf("%s/%d", name, scopes), func(b *testing.B) {
+				cfg, _ := benchStores(b)[name](b)
+				ctx := context.Background()
+				db, err := lethe.Open(ctx, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				// 1,000 subjects of 10 grains, each subject's in one scope.
+				scopeOf := func(i int) string { return fmt.Sprintf("acme/s%d", (i%1000)%scopes) }
+				for i := 0; i < n; i += 1000 {
+					batch := make([]lethe.Grain, 1000)
+					for j := range batch {
+						g := matrixGrain(i+j, n)
+						g.Subject, g.Scope = fmt.Sprintf("subject-%d", (i+j)%1000), scopeOf(i+j)
+						if scopes > 1000 {
+							g.Scope = fmt.Sprintf("acme/s%d", i+j) // one grain each
+						}
+						batch[j] = g
+					}
+					if _, err := db.AddBatch(ctx, batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				db.Close()
+				db = openBench(b, cfg)
+				start := time.Now()
+				if _, err := db.Recall(ctx, lethe.Query{Subject: "subject-1", Limit: 10}); err != nil {
+					b.Fatal(err)
+				}
+				first := time.Since(start)
+				query := func(where string, k int) lethe.Query {
+					q := lethe.Query{Subject: fmt.Sprintf("subject-%d", k*7919%1000), Limit: 10}
+					if where == "scope" {
+						q.Scope = scopeOf(k * 7919 % 1000)
+						if scopes > 1000 {
+							q.Scope = fmt.Sprintf("acme/s%d", k*7919%1000)
+						}
+					}
+					return q
+				}
+				// Each scope's index keys are read once, untimed, as a
+				// process does once per scope it recalls in.
+				for k := range 1000 {
+					if _, err := db.Recall(ctx, query("scope", k)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for _, where := range []string{"memory", "scope"} {
+					b.Run(where, func(b *testing.B) {
+						var lat []time.Duration
+						for k := 0; b.Loop(); k++ {
+							q := query(where, k)
+							start := time.Now()
+							page, err := db.Recall(ctx, q)
+							lat = append(lat, time.Since(start))
+							if err != nil || len(page.Grains) == 0 {
+								b.Fatalf("recall %+v: %v, %d grains", q, err, len(page.Grains))
+							}
+						}
+						slices.Sort(lat)
+						b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+						b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+						b.ReportMetric(float64(first.Microseconds())/1000, "first-ms")
+					})
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkMachine measures what this machine charges for the operations
 // every figure in docs/performance.md rests on, so that figures from two
 // machines can be compared: a system call (getpid), a 4 KiB read of a file
