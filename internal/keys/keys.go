@@ -70,6 +70,18 @@ type BatchWrapper interface {
 	WrapBatch(ctx context.Context, refs []Ref, dks [][]byte) ([][]byte, error)
 }
 
+// BatchUnwrapper is a Wrapper that unwraps many data keys in one call
+// (Vault transit's batch_input under its shared key); Keyring.unwrapAll
+// uses it when the KEK has it.
+type BatchUnwrapper interface {
+	Wrapper
+	// UnwrapBatch unwraps wrapped[i] for refs[i]. out[i] is nil where that
+	// key did not unwrap; ok is false when the KEK cannot unwrap these
+	// keys in batches (each has a transit key of its own), and then out is
+	// nil. err reports a failed call; the keys it held are not unwrapped.
+	UnwrapBatch(ctx context.Context, refs []Ref, wrapped [][]byte) (out [][]byte, ok bool, err error)
+}
+
 // Record is a data key as stored: wrapped, with its fingerprint.
 type Record struct {
 	ID          int64

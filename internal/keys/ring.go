@@ -546,32 +546,80 @@ func (k *Keyring) WarmChains(ctx context.Context, chainIDs []string) {
 }
 
 // unwrapAll unwraps and caches (by id only) the live keys of rs that the
-// cache does not hold: with the local age KEK one after the other, each
-// being about 25 µs of CPU that goroutines on two cores did not make
-// shorter (BenchmarkRecallCold); with any other KEK (Vault transit, a KMS
-// of the caller's) 8 at a time, each unwrap being a call to a service. A
+// cache does not hold: with a KEK that unwraps in batches (Vault transit's
+// shared key) in as few calls as it takes; with the local age KEK one
+// after the other, each being about 25 µs of CPU that goroutines on two
+// cores did not make shorter (BenchmarkRecallCold); with any other KEK (a
+// KMS of the caller's, Vault's dedicated keys) 8 at a time, each unwrap
+// being a call to a service. It returns the unwrapped keys of rs by id,
+// those the cache held included, so that a caller needing more keys than
+// the cache holds does not unwrap each again as the cache evicts them. A
 // key that fails is left out: the caller's own path unwraps it again and
 // reports the error.
-func (k *Keyring) unwrapAll(ctx context.Context, rs []Record) {
-	var g errgroup.Group
-	_, local := k.wrapper.(*AgeWrapper)
-	g.SetLimit(8)
+func (k *Keyring) unwrapAll(ctx context.Context, rs []Record) map[int64]Record {
+	have := make(map[int64]Record, len(rs))
+	var todo []Record
+	k.mu.Lock()
 	for _, r := range rs {
-		k.mu.Lock()
-		_, hit := k.byID.get(r.ID)
-		k.mu.Unlock()
-		switch {
-		case hit || !r.Live():
-		case !local:
-			g.Go(func() error {
-				_, _ = k.unwrapAndCache(ctx, r, "")
-				return nil
-			})
-		default:
-			_, _ = k.unwrapAndCache(ctx, r, "")
+		if c, hit := k.byID.get(r.ID); hit {
+			have[r.ID] = c
+		} else if r.Live() {
+			todo = append(todo, r)
 		}
 	}
+	k.mu.Unlock()
+	if len(todo) == 0 {
+		return have
+	}
+	if bu, ok := k.wrapper.(BatchUnwrapper); ok && k.unwrapBatch(ctx, bu, todo, have) {
+		return have
+	}
+	var g errgroup.Group
+	var mu sync.Mutex
+	_, local := k.wrapper.(*AgeWrapper)
+	g.SetLimit(8)
+	one := func(r Record) {
+		if c, err := k.unwrapAndCache(ctx, r, ""); err == nil {
+			mu.Lock()
+			have[r.ID] = c
+			mu.Unlock()
+		}
+	}
+	for _, r := range todo {
+		if local {
+			one(r)
+			continue
+		}
+		g.Go(func() error { one(r); return nil })
+	}
 	_ = g.Wait()
+	return have
+}
+
+// unwrapBatch unwraps todo (live keys the cache does not hold) with bu in
+// as few calls as it takes, caches them, and adds them to have. A key that
+// does not unwrap, or does not match its fingerprint, is left out, as
+// unwrapAll leaves it. It returns false when bu cannot unwrap these keys
+// in batches (dedicated transit keys), and unwrapAll goes on without it.
+func (k *Keyring) unwrapBatch(ctx context.Context, bu BatchUnwrapper, todo []Record, have map[int64]Record) bool {
+	refs := make([]Ref, len(todo))
+	wrapped := make([][]byte, len(todo))
+	for i, r := range todo {
+		refs[i], wrapped[i] = Ref{Memory: r.Memory, Kind: r.Kind, Fingerprint: r.Fingerprint}, r.Wrapped
+	}
+	dks, ok, _ := bu.UnwrapBatch(ctx, refs, wrapped)
+	if !ok {
+		return false
+	}
+	for i, dk := range dks {
+		if dk != nil && hmac.Equal([]byte(Fingerprint(dk)), []byte(todo[i].Fingerprint)) {
+			r := todo[i]
+			r.Wrapped = dk
+			k.cache(r, "")
+			have[r.ID] = r
+		}
+	}
+	return true
 }
 
 // ParseChainID parses a chain id ("1.4.9").
@@ -642,8 +690,9 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 	for _, r := range scopes {
 		recs[r.Name] = r
 	}
+	var have map[int64]Record
 	if len(scopes) > 1 {
-		k.unwrapAll(ctx, scopes) // with Vault transit 8 calls at a time
+		have = k.unwrapAll(ctx, scopes)
 	}
 	// A scope's index key derives from every key on its path, so the
 	// prefix's ancestors are needed too (a/b needs a).
@@ -659,7 +708,7 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 		recs[p] = r
 	}
 	for _, s := range scopes {
-		c, err := k.scopeIndex(ctx, mk, s.Name, recs)
+		c, err := k.scopeIndex(ctx, mk, s.Name, recs, have)
 		if err != nil {
 			if grains.ErrorCode(err) == grains.CodeErased {
 				continue // a prefix was erased between the two reads: nothing below it is readable
@@ -671,7 +720,10 @@ func (k *Keyring) indexKeys(ctx context.Context, memory, prefix string) ([]Scope
 	return out, nil
 }
 
-func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs map[string]Record) (*index.Key, error) {
+// scopeIndex returns the index key of scope, derived from mk and the keys
+// of the scope's path in recs; unwrapped keys come from have (unwrapAll's
+// answer, nil for none), else from the cache, else from the KEK.
+func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs map[string]Record, have map[int64]Record) (*index.Key, error) {
 	prefixes := grains.ScopePrefixes(scope)
 	ids := make([]string, 1, len(prefixes)+1)
 	ids[0] = strconv.FormatInt(mk.ID, 10)
@@ -699,9 +751,12 @@ func (k *Keyring) scopeIndex(ctx context.Context, mk Record, scope string, recs 
 	for _, p := range prefixes {
 		r := recs[p]
 		nk := nameKey(mk.Memory, KindScope, p)
-		k.mu.Lock()
-		cached, hit := k.byID.get(r.ID)
-		k.mu.Unlock()
+		cached, hit := have[r.ID]
+		if !hit {
+			k.mu.Lock()
+			cached, hit = k.byID.get(r.ID)
+			k.mu.Unlock()
+		}
 		if !hit {
 			var err error
 			if cached, err = k.unwrapAndCache(ctx, r, nk); err != nil {

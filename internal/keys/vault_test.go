@@ -3,6 +3,7 @@ package keys
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"net"
 	"os"
@@ -767,5 +768,57 @@ func TestVaultWrapBatch(t *testing.T) {
 				t.Error("mismatched refs and keys accepted")
 			}
 		})
+	}
+}
+
+// UnwrapBatch unwraps many keys with one transit call per 500 in shared
+// mode, answers nil for a key Vault does not decrypt (a ciphertext of
+// another transit key, a forged one, a blob that is no ciphertext) and the
+// others still, and declines in dedicated mode.
+func TestVaultUnwrapBatch(t *testing.T) {
+	addr, token := testVault(t)
+	ctx := context.Background()
+	cfg := VaultConfig{Address: addr, Token: token, KeyName: newTransitKey(t, addr, token)}
+	w := newTestVaultWrapper(t, cfg)
+	other := newTestVaultWrapper(t, VaultConfig{Address: addr, Token: token, KeyName: newTransitKey(t, addr, token)})
+	n := maxBatch + 7 // two requests
+	dks := make([][]byte, n)
+	refs := make([]Ref, n)
+	for i := range dks {
+		dks[i] = NewDataKey()
+		refs[i] = testRef(dks[i])
+	}
+	wrapped, err := w.WrapBatch(ctx, refs, dks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[int]bool{3: true, maxBatch + 1: true, n - 1: true}
+	if wrapped[3], err = other.Wrap(ctx, refs[3], dks[3]); err != nil {
+		t.Fatal(err)
+	}
+	wrapped[maxBatch+1] = []byte("vault:v1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 60)))
+	wrapped[n-1] = []byte("age-encryption.org/v1 not a transit ciphertext")
+	before := w.Calls()
+	out, ok, err := w.UnwrapBatch(ctx, refs, wrapped)
+	if err != nil || !ok || len(out) != n {
+		t.Fatalf("UnwrapBatch: %d keys, %v, %v", len(out), ok, err)
+	}
+	if calls := w.Calls() - before; calls != 2 {
+		t.Errorf("%d Vault calls for %d keys, want 2", calls, n)
+	}
+	for i := range out {
+		switch {
+		case bad[i] && out[i] != nil:
+			t.Errorf("key %d, which Vault cannot decrypt under this key, unwrapped to %x", i, out[i])
+		case !bad[i] && !bytes.Equal(out[i], dks[i]):
+			t.Errorf("key %d unwrapped to %x, want %x", i, out[i], dks[i])
+		}
+	}
+	if _, _, err := w.UnwrapBatch(ctx, refs[:1], wrapped); err == nil {
+		t.Error("mismatched refs and keys accepted")
+	}
+	ded := newTestVaultWrapper(t, VaultConfig{Address: addr, Token: token, Dedicated: true, DedicatedPrefix: "lethe-test-" + randHex(4) + "-"})
+	if out, ok, err := ded.UnwrapBatch(ctx, refs, wrapped); ok || out != nil || err != nil {
+		t.Errorf("dedicated mode: %d keys, %v, %v; want it to decline", len(out), ok, err)
 	}
 }
