@@ -314,21 +314,9 @@ func TestVaultColdRecallOverManyScopes(t *testing.T) {
 	kek := vaultKEK(t, addr, token, false)
 	counter := kek.(interface{ Calls() int64 })
 	db := openDB(t, lethe.Config{DataDir: t.TempDir(), KEK: kek})
-	ctx := context.Background()
 	const scopes = 600
-	gs := make([]lethe.Grain, scopes)
-	for i := range gs {
-		gs[i] = lethe.Grain{Type: "fact", Subject: fmt.Sprintf("s%d", i%10), Scope: fmt.Sprintf("acme/s%d", i)}
-	}
-	if _, err := db.AddBatch(ctx, gs); err != nil {
-		t.Fatal(err)
-	}
-	db.PurgeKeys()
-	before := counter.Calls()
-	page, err := db.Recall(ctx, lethe.Query{Subject: "s3", Limit: 100})
-	if err != nil || len(page.Grains) != scopes/10 {
-		t.Fatalf("recall: %v, %d grains; want %d", err, len(page.Grains), scopes/10)
-	}
+	before := int64(0)
+	coldRecallOverScopes(t, db, scopes, func() { before = counter.Calls() })
 	// The memory key, acme's, the scopes' in two batches, and the page's
 	// grain keys (the same scope keys, cached by then).
 	if calls := counter.Calls() - before; calls > 6 {
@@ -347,8 +335,24 @@ func TestColdRecallOverMoreScopesThanTheCache(t *testing.T) {
 	addr, token := testenv.Vault(t)
 	kek := &countingKEK{KeyWrapper: vaultKEK(t, addr, token, false)}
 	db := openDB(t, lethe.Config{DataDir: t.TempDir(), KEK: kek, KeyCacheSize: 50})
-	ctx := context.Background()
 	const scopes = 200
+	before := int64(0)
+	coldRecallOverScopes(t, db, scopes, func() { before = kek.unwraps.Load() })
+	// Each scope's key once with the memory's and acme's, and the keys of
+	// the page's 20 grains (their scopes', the memory's and acme's) again
+	// where the small cache let them go: 224. Unwrapped twice, 425.
+	if n, most := kek.unwraps.Load()-before, scopes+2+scopes/10+2; n > int64(most) {
+		t.Errorf("%d unwraps for a cold recall over %d scopes; want at most %d", n, scopes, most)
+	}
+}
+
+// coldRecallOverScopes writes one grain in each of scopes scopes (acme/s0,
+// acme/s1, ...; ten subjects), empties the key cache, calls start, and
+// recalls one subject over the whole memory: its grain in every tenth
+// scope.
+func coldRecallOverScopes(t *testing.T, db *lethe.DB, scopes int, start func()) {
+	t.Helper()
+	ctx := context.Background()
 	gs := make([]lethe.Grain, scopes)
 	for i := range gs {
 		gs[i] = lethe.Grain{Type: "fact", Subject: fmt.Sprintf("s%d", i%10), Scope: fmt.Sprintf("acme/s%d", i)}
@@ -357,15 +361,9 @@ func TestColdRecallOverMoreScopesThanTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.PurgeKeys()
-	before := kek.unwraps.Load()
+	start()
 	page, err := db.Recall(ctx, lethe.Query{Subject: "s3", Limit: 100})
 	if err != nil || len(page.Grains) != scopes/10 {
 		t.Fatalf("recall: %v, %d grains; want %d", err, len(page.Grains), scopes/10)
-	}
-	// Each scope's key once with the memory's and acme's, and the keys of
-	// the page's 20 grains (their scopes', the memory's and acme's) again
-	// where the small cache let them go: 224. Unwrapped twice, 425.
-	if n, most := kek.unwraps.Load()-before, scopes+2+scopes/10+2; n > int64(most) {
-		t.Errorf("%d unwraps for a cold recall over %d scopes; want at most %d", n, scopes, most)
 	}
 }
