@@ -67,6 +67,10 @@ func planCases(ref []byte) []planCase {
 		{name: "relation+object", filter: Filter{Relation: r, Object: o}, sqlite: "idx_grains_o", pg: "idx_grains_o_id"},
 		{name: "user", filter: Filter{UserRef: ref}, sqlite: "idx_grains_userkey", pg: "idx_grains_userkey_id"},
 		{name: "tag", filter: Filter{Tags: [][][]byte{perScope("t3")}}, sqlite: "idx_grain_tags_tg", pg: "idx_grain_tags_tg"},
+		// Within a scope a query carries that scope's token only.
+		{name: "subject in a scope", filter: Filter{Subject: [][]byte{tok("s7@3")}, ScopePrefix: "acme/s3"}, sqlite: "idx_grains_s", pg: "idx_grains_s_id"},
+		{name: "relation in a scope", filter: Filter{Relation: [][]byte{tok("r7@3")}, ScopePrefix: "acme/s3"}, sqlite: "idx_grains_r", pg: "idx_grains_r_id"},
+		{name: "tag in a scope", filter: Filter{Tags: [][][]byte{{tok("t3@3")}}, ScopePrefix: "acme/s3"}, sqlite: "idx_grain_tags_tg", pg: "idx_grain_tags_tg"},
 		{name: "scope prefix", filter: Filter{ScopePrefix: "acme/s3"}, sqlite: "idx_grains_scope", pg: "idx_grains_scope_id", pgWalk: true},
 		{name: "scope prefix, every scope", filter: Filter{ScopePrefix: "acme"}, sqlite: "idx_grains_scope", pg: "idx_grains_scope_id", pgWalk: true},
 		{name: "namespace", filter: Filter{Namespace: "default"}, walk: true},
