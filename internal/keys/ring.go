@@ -561,9 +561,12 @@ func (k *Keyring) unwrapAll(ctx context.Context, rs []Record) map[int64]Record {
 	var todo []Record
 	k.mu.Lock()
 	for _, r := range rs {
+		if !r.Live() {
+			continue
+		}
 		if c, hit := k.byID.get(r.ID); hit {
 			have[r.ID] = c
-		} else if r.Live() {
+		} else {
 			todo = append(todo, r)
 		}
 	}
