@@ -27,12 +27,16 @@ import (
 // TestLoad runs a small load against a real server, through each client,
 // and checks every phase ran without errors.
 func TestLoad(t *testing.T) {
-	for _, client := range []string{"conn", "go"} {
+	for _, client := range []string{"conn", "go", "conn+floor"} {
 		t.Run(client, func(t *testing.T) { testLoad(t, client) })
 	}
 }
 
+// testLoad runs lethe-load against a server in this process. With
+// "+floor" each phase runs through the library too, and the recall and get
+// phases a third time, paced (each call after a ping).
 func testLoad(t *testing.T, client string) {
+	client, floor := strings.CutSuffix(client, "+floor")
 	ctx := context.Background()
 	dir := t.TempDir()
 	db, err := lethe.Open(ctx, lethe.Config{DataDir: dir})
@@ -60,6 +64,9 @@ func testLoad(t *testing.T, client string) {
 	if client == "go" {
 		args = append(args, "--go-client")
 	}
+	if floor {
+		args = append(args, "--floor", "sqlite")
+	}
 	err = run(ctx, args, &out, &errb)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, errb.String())
@@ -72,9 +79,21 @@ func testLoad(t *testing.T, client string) {
 		t.Errorf("the report says client %q, want %q", r.Client, client)
 	}
 	want := map[string]int{"add (batch)": 300, pingPhase: 30, "recall": 50, "get": 20, "forget (hash)": 10, "erase (user)": 60}
+	paced := map[string]bool{"recall": true, "get": true}
 	for _, p := range r.Phases {
 		if p.Errors != 0 || p.Items != want[p.Name] || p.P99 < p.P50 {
 			t.Errorf("%s: %+v", p.Name, p)
+		}
+		// The floor runs every phase but the ping (the library has no
+		// round trip); the paced floor runs recall and get.
+		if f := p.Floor; floor && p.Name != pingPhase && (f == nil || f.Errors != 0 || f.Items != p.Items || f.P50 <= 0) {
+			t.Errorf("%s: floor %+v", p.Name, f)
+		}
+		if f := p.Paced; floor && paced[p.Name] != (f != nil) || f != nil && (f.Errors != 0 || f.Items != p.Items || f.P50 <= 0) {
+			t.Errorf("%s: paced floor %+v", p.Name, f)
+		}
+		if !floor && (p.Floor != nil || p.Paced != nil) {
+			t.Errorf("%s: a floor without --floor", p.Name)
 		}
 		delete(want, p.Name)
 	}
