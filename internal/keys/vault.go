@@ -173,19 +173,62 @@ func (w *VaultWrapper) WrapBatch(ctx context.Context, refs []Ref, dks [][]byte) 
 	if err := w.checkSharedKey(ctx); err != nil {
 		return nil, err
 	}
-	// The batches go to Vault at the same time (at most maxBatchCalls at
-	// once): a batch costs Vault a round trip and its own encryption work,
-	// so 1,000 new users wait for one batch's time, not two.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxBatchCalls)
-	for start := 0; start < len(dks); start += maxBatch {
-		part := dks[start:min(start+maxBatch, len(dks))]
-		g.Go(func() error { return w.encryptBatch(gctx, part, out[start:start+len(part)]) })
-	}
-	if err := g.Wait(); err != nil {
+	err := inBatches(ctx, len(dks), func(ctx context.Context, lo, hi int) error {
+		return w.encryptBatch(ctx, dks[lo:hi], out[lo:hi])
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// inBatches calls fn for each run [lo, hi) of at most maxBatch of n keys.
+// The batches go to Vault at the same time (at most maxBatchCalls at
+// once): a batch costs Vault a round trip and its own work, so 1,000 new
+// users wait for one batch's time, not two.
+func inBatches(ctx context.Context, n int, fn func(ctx context.Context, lo, hi int) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxBatchCalls)
+	for lo := 0; lo < n; lo += maxBatch {
+		hi := min(lo+maxBatch, n)
+		g.Go(func() error { return fn(gctx, lo, hi) })
+	}
+	return g.Wait()
+}
+
+// transitBatch sends in as one batch_input request to transit's op
+// (encrypt or decrypt) under the shared key, with the parameters of extra,
+// and returns one result per item of in.
+func (w *VaultWrapper) transitBatch(ctx context.Context, op string, in []map[string]any, extra map[string]any) ([]map[string]any, error) {
+	name := w.cfg.KeyName
+	body := map[string]any{"batch_input": in}
+	for k, v := range extra {
+		body[k] = v
+	}
+	w.calls.Add(1)
+	s, err := w.c.Logical().WriteWithContext(ctx, w.path(op, name), body)
+	if err != nil {
+		return nil, w.fail(op, name, err)
+	}
+	var results []any
+	if s != nil {
+		results, _ = s.Data["batch_results"].([]any)
+	}
+	if len(results) != len(in) {
+		return nil, &VaultError{Op: op, Key: name, Cause: fmt.Errorf("%d batch results for %d keys", len(results), len(in))}
+	}
+	out := make([]map[string]any, len(results))
+	for i, r := range results {
+		out[i], _ = r.(map[string]any)
+	}
+	return out, nil
+}
+
+// dataKeyOf returns the data key a transit plaintext (base64) holds, or
+// false if it holds none.
+func dataKeyOf(pt string) ([]byte, bool) {
+	dk, err := base64.StdEncoding.DecodeString(pt)
+	return dk, err == nil && len(dk) == KeySize
 }
 
 // maxBatchCalls bounds the transit batch requests WrapBatch has in flight.
@@ -194,7 +237,6 @@ const maxBatchCalls = 4
 // encryptBatch wraps part (at most maxBatch keys) with one transit encrypt
 // call under the shared key, into out.
 func (w *VaultWrapper) encryptBatch(ctx context.Context, part [][]byte, out [][]byte) error {
-	name := w.cfg.KeyName
 	in := make([]map[string]any, len(part))
 	for i, dk := range part {
 		if len(dk) != KeySize {
@@ -202,24 +244,15 @@ func (w *VaultWrapper) encryptBatch(ctx context.Context, part [][]byte, out [][]
 		}
 		in[i] = map[string]any{"plaintext": base64.StdEncoding.EncodeToString(dk)}
 	}
-	w.calls.Add(1)
-	s, err := w.c.Logical().WriteWithContext(ctx, w.path("encrypt", name), map[string]any{"batch_input": in})
+	results, err := w.transitBatch(ctx, "encrypt", in, nil)
 	if err != nil {
-		return w.fail("encrypt", name, err)
+		return err
 	}
-	var results []any
-	if s != nil {
-		results, _ = s.Data["batch_results"].([]any)
-	}
-	if len(results) != len(part) {
-		return &VaultError{Op: "encrypt", Key: name, Cause: fmt.Errorf("%d batch results for %d keys", len(results), len(part))}
-	}
-	for i, r := range results {
-		m, _ := r.(map[string]any)
+	for i, m := range results {
 		ct, _ := m["ciphertext"].(string)
 		if ct == "" {
 			msg, _ := m["error"].(string)
-			return &VaultError{Op: "encrypt", Key: name, Messages: []string{w.redact(msg)}, Cause: errors.New("batch item failed")}
+			return &VaultError{Op: "encrypt", Key: w.cfg.KeyName, Messages: []string{w.redact(msg)}, Cause: errors.New("batch item failed")}
 		}
 		out[i] = []byte(ct)
 	}
@@ -241,20 +274,16 @@ func (w *VaultWrapper) UnwrapBatch(ctx context.Context, refs []Ref, wrapped [][]
 		return nil, true, fmt.Errorf("vault unwrap: %d refs for %d keys", len(refs), len(wrapped))
 	}
 	out := make([][]byte, len(wrapped))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(maxBatchCalls)
-	for start := 0; start < len(wrapped); start += maxBatch {
-		part := wrapped[start:min(start+maxBatch, len(wrapped))]
-		g.Go(func() error { return w.decryptBatch(gctx, part, out[start:start+len(part)]) })
-	}
-	return out, true, g.Wait()
+	err := inBatches(ctx, len(wrapped), func(ctx context.Context, lo, hi int) error {
+		return w.decryptBatch(ctx, wrapped[lo:hi], out[lo:hi])
+	})
+	return out, true, err
 }
 
 // decryptBatch unwraps part (at most maxBatch keys) with one transit
 // decrypt call under the shared key, into out; a key Vault does not
 // decrypt stays nil.
 func (w *VaultWrapper) decryptBatch(ctx context.Context, part [][]byte, out [][]byte) error {
-	name := w.cfg.KeyName
 	in := make([]map[string]any, 0, len(part))
 	at := make([]int, 0, len(part)) // in[j] is part[at[j]]
 	for i, ct := range part {
@@ -266,25 +295,13 @@ func (w *VaultWrapper) decryptBatch(ctx context.Context, part [][]byte, out [][]
 	if len(in) == 0 {
 		return nil
 	}
-	w.calls.Add(1)
-	s, err := w.c.Logical().WriteWithContext(ctx, w.path("decrypt", name), map[string]any{
-		"batch_input": in, "partial_failure_response_code": http.StatusOK,
-	})
+	results, err := w.transitBatch(ctx, "decrypt", in, map[string]any{"partial_failure_response_code": http.StatusOK})
 	if err != nil {
-		return w.fail("decrypt", name, err)
+		return err
 	}
-	var results []any
-	if s != nil {
-		results, _ = s.Data["batch_results"].([]any)
-	}
-	if len(results) != len(in) {
-		return &VaultError{Op: "decrypt", Key: name, Cause: fmt.Errorf("%d batch results for %d keys", len(results), len(in))}
-	}
-	for j, r := range results {
-		m, _ := r.(map[string]any)
+	for j, m := range results {
 		pt, _ := m["plaintext"].(string)
-		dk, err := base64.StdEncoding.DecodeString(pt)
-		if pt != "" && err == nil && len(dk) == KeySize {
+		if dk, ok := dataKeyOf(pt); ok {
 			out[at[j]] = dk
 		}
 	}
@@ -468,8 +485,8 @@ func (w *VaultWrapper) Unwrap(ctx context.Context, ref Ref, wrapped []byte) ([]b
 	if err != nil {
 		return nil, &VaultError{Op: "decrypt", Key: name, Cause: err}
 	}
-	dk, err := base64.StdEncoding.DecodeString(pt)
-	if err != nil || len(dk) != KeySize {
+	dk, ok := dataKeyOf(pt)
+	if !ok {
 		return nil, &VaultError{Op: "decrypt", Key: name, Cause: errors.New("plaintext is not a data key")}
 	}
 	return dk, nil
