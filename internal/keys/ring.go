@@ -229,10 +229,19 @@ func (k *Keyring) unwrapAndCache(ctx context.Context, r Record, nk string) (Reco
 	if !r.Live() {
 		return Record{}, grains.Errorf(grains.CodeErased, "a key of this grain's chain was erased")
 	}
-	dk, err := k.wrapper.Unwrap(ctx, Ref{Memory: r.Memory, Kind: r.Kind, Fingerprint: r.Fingerprint}, r.Wrapped)
+	dk, err := k.wrapper.Unwrap(ctx, refOf(r), r.Wrapped)
 	if err != nil {
 		return Record{}, grains.Wrap(grains.CodeUnavailable, "key-encryption key unavailable", err)
 	}
+	return k.cacheChecked(r, dk, nk)
+}
+
+// refOf is the reference the KEK is given for r.
+func refOf(r Record) Ref { return Ref{Memory: r.Memory, Kind: r.Kind, Fingerprint: r.Fingerprint} }
+
+// cacheChecked checks that dk, the unwrapped key of r, matches r's
+// fingerprint, and caches r with it (by name too, when nk is set).
+func (k *Keyring) cacheChecked(r Record, dk []byte, nk string) (Record, error) {
 	if !hmac.Equal([]byte(Fingerprint(dk)), []byte(r.Fingerprint)) {
 		return Record{}, grains.Errorf(grains.CodeInternal, "data key %d does not match its fingerprint", r.ID)
 	}
@@ -608,17 +617,17 @@ func (k *Keyring) unwrapBatch(ctx context.Context, bu BatchUnwrapper, todo []Rec
 	refs := make([]Ref, len(todo))
 	wrapped := make([][]byte, len(todo))
 	for i, r := range todo {
-		refs[i], wrapped[i] = Ref{Memory: r.Memory, Kind: r.Kind, Fingerprint: r.Fingerprint}, r.Wrapped
+		refs[i], wrapped[i] = refOf(r), r.Wrapped
 	}
 	dks, ok, _ := bu.UnwrapBatch(ctx, refs, wrapped)
 	if !ok {
 		return false
 	}
 	for i, dk := range dks {
-		if dk != nil && hmac.Equal([]byte(Fingerprint(dk)), []byte(todo[i].Fingerprint)) {
-			r := todo[i]
-			r.Wrapped = dk
-			k.cache(r, "")
+		if dk == nil {
+			continue
+		}
+		if r, err := k.cacheChecked(todo[i], dk, ""); err == nil {
 			have[r.ID] = r
 		}
 	}
