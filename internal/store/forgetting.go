@@ -363,19 +363,25 @@ func ChainHold(hs []HoldRow, chain []OpRow) string {
 type PolicyDeletion struct {
 	// Hashes are the deleted rows' hashes, every version of each chain, sorted.
 	Hashes []string
-	// Held maps the id of each hold that kept grains to the hashes of the
-	// seeds it kept (their chains were left whole).
-	Held map[string][]string
-	// Protected lists the seeds whose chain holds a version that a
-	// protection rule keeps (their chains were left whole).
-	Protected []string
-	// Erasing lists the seeds whose chain holds a version an erasure made
-	// unreadable that the cleaner has not deleted yet: their chains were
-	// left whole, for the cleaner to delete that version and link it to
-	// its erasure (ErasedGrainRow); a later run decides on the rest.
-	Erasing []string
+	// Kept says which seeds' chains were left whole, and why.
+	Kept
 	// Gone counts seeds that no longer existed or no longer qualified.
 	Gone int
+}
+
+// Kept lists the seeds of a policy's batch whose chains it left whole.
+type Kept struct {
+	// Held maps the id of each hold that kept grains to the hashes of the
+	// seeds it kept.
+	Held map[string][]string
+	// Protected lists the seeds whose chain holds a version that a
+	// protection rule keeps.
+	Protected []string
+	// Erasing lists the seeds whose chain holds a version an erasure made
+	// unreadable that the cleaner has not deleted yet (OpRow.Erasing): the
+	// cleaner deletes that version and links it to its erasure
+	// (ErasedGrainRow); a later run decides on the rest.
+	Erasing []string
 }
 
 // ForgetSeeds deletes, in one transaction, the grains of memory with the
@@ -420,11 +426,10 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep,
 			return err
 		}
 		fate := SortChains(groups, kept, hs, protected)
-		gone := fate.Gone
-		del.Held, del.Protected, del.Erasing = fate.Held, fate.Protected, fate.Erasing
-		victims := make([]int64, len(gone))
+		del.Kept = fate.Kept
+		victims := make([]int64, len(fate.Gone))
 		c := counter{}
-		for i, r := range gone {
+		for i, r := range fate.Gone {
 			victims[i] = r.ID
 			del.Hashes = append(del.Hashes, r.Hash)
 			c.add(r.Scope, r.UserKeyID, -1)
@@ -449,13 +454,8 @@ func (db *DB) ForgetSeeds(ctx context.Context, memory string, ids []int64, keep,
 type ChainFate struct {
 	// Gone holds every version of the chains to delete.
 	Gone []OpRow
-	// Held maps a hold's id to the hashes of the seeds whose chains it
-	// keeps.
-	Held map[string][]string
-	// Protected and Erasing list the hashes of the seeds whose chains are
-	// kept for a protected version, and for a version an erasure made
-	// unreadable (OpRow.Erasing).
-	Protected, Erasing []string
+	// Kept lists the seeds whose chains are left whole.
+	Kept
 }
 
 // SortChains decides what a policy's batch does with each chain of groups

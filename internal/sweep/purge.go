@@ -154,11 +154,7 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		res.Batches++
 		if opts.DryRun {
 			w, err := s.wouldForget(ctx, memory, batch, holds)
-			res.Candidates -= len(w.Protected) + len(w.Erasing)
-			res.Protected += len(w.Protected)
-			res.Forgotten += len(w.Forgot)
-			res.Held += countHeld(w.Held)
-			addHashes(&res.Hashes, &res.Truncated, w.Forgot...)
+			res.batch(w.Kept, w.Forgot)
 			return err
 		}
 		ids := make([]int64, len(batch))
@@ -169,11 +165,7 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		if err != nil {
 			return err
 		}
-		res.Candidates -= len(del.Protected) + len(del.Erasing)
-		res.Protected += len(del.Protected)
-		res.Forgotten += len(del.Hashes)
-		res.Held += countHeld(del.Held)
-		addHashes(&res.Hashes, &res.Truncated, del.Hashes...)
+		res.batch(del.Kept, del.Hashes)
 		all = append(all, del.Hashes...)
 		return nil
 	}
@@ -213,6 +205,18 @@ func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt
 		}
 	}
 	return res, nil
+}
+
+// batch counts what a batch of candidates did, or would do: forgot, every
+// version of the chains deleted, and the seeds whose chains it kept. A
+// seed kept for a protected version is counted as protected, not as a
+// candidate; one whose chain waits for the cleaner, as neither.
+func (r *PurgeResult) batch(k store.Kept, forgot []string) {
+	r.Candidates -= len(k.Protected) + len(k.Erasing)
+	r.Protected += len(k.Protected)
+	r.Held += countHeld(k.Held)
+	r.Forgotten += len(forgot)
+	addHashes(&r.Hashes, &r.Truncated, forgot...)
 }
 
 // wouldForget is a dry run's forget of seeds, decided as ForgetSeeds

@@ -65,26 +65,27 @@ func (r *RiskResult) item(hash, action string, risk float64) {
 }
 
 // dropped counts what a batch of drops did, or would do, and lists each of
-// drops with its action: protected, held, or dropped (in forgot, every
-// version of the chains deleted); a grain whose chain waits for the
-// cleaner (erasing) or that no longer qualified gets no item.
-func (r *RiskResult) dropped(drops []store.OpRow, riskOf map[string]float64, protected, erasing []string, held map[string][]string, forgot []string) {
+// drops with its action: protected or held (its chain kept, k), or dropped
+// (in forgot, every version of the chains deleted); a grain whose chain
+// waits for the cleaner (k.Erasing) or that no longer qualified gets no
+// item.
+func (r *RiskResult) dropped(drops []store.OpRow, riskOf map[string]float64, k store.Kept, forgot []string) {
 	r.Dropped += len(forgot)
-	r.Held += countHeld(held)
-	r.Protected += len(protected)
+	r.Held += countHeld(k.Held)
+	r.Protected += len(k.Protected)
 	action := map[string]string{}
 	for _, h := range forgot {
 		action[h] = string(forgetting.ActionDrop)
 	}
-	for _, hs := range held {
+	for _, hs := range k.Held {
 		for _, h := range hs {
 			action[h] = "held"
 		}
 	}
-	for _, h := range protected {
+	for _, h := range k.Protected {
 		action[h] = string(forgetting.ActionProtected)
 	}
-	for _, h := range erasing {
+	for _, h := range k.Erasing {
 		delete(action, h)
 	}
 	for _, d := range drops {
@@ -150,7 +151,7 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 			if err != nil {
 				return err
 			}
-			res.dropped(drops, riskOf, w.Protected, w.Erasing, w.Held, w.Forgot)
+			res.dropped(drops, riskOf, w.Kept, w.Forgot)
 			return nil
 		}
 		ids := make([]int64, len(drops))
@@ -162,7 +163,7 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		if err != nil {
 			return err
 		}
-		res.dropped(drops, riskOf, del.Protected, del.Erasing, del.Held, del.Hashes)
+		res.dropped(drops, riskOf, del.Kept, del.Hashes)
 		all = append(all, del.Hashes...)
 		return nil
 	}
