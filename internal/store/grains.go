@@ -524,15 +524,36 @@ const maxBranches = 64
 
 // whereSQL is f's condition, with ? placeholders.
 func (db *DB) whereSQL(f *Filter) (string, []any) {
-	return db.whereSQLSkip(f, -1, "")
+	return db.whereSQLSkip(f, -1, "", 0)
 }
 
+// hidden says which of a condition's columns whereSQLSkip writes in a form
+// that no index serves, keeping its meaning (see pgBranches for why).
+type hidden int
+
+const (
+	hideMemory hidden = 1 << iota // memory IS NOT DISTINCT FROM ?
+	hideTokens                    // (s_tok || ''::bytea), and r_tok, o_tok
+	hideScope                     // (scope || '') for the scope prefix
+)
+
 // whereSQLSkip is whereSQL without the condition of the driver field skip
-// (see driver; -1: none), its columns prefixed with qual ("g." or "").
-func (db *DB) whereSQLSkip(f *Filter, skip int, qual string) (string, []any) {
+// (see driver; -1: none), its columns prefixed with qual ("g." or ""), and
+// those hide names written so that no index serves them.
+func (db *DB) whereSQLSkip(f *Filter, skip int, qual string, hide hidden) (string, []any) {
 	var b strings.Builder
 	args := []any{f.Memory}
-	b.WriteString(qual + "memory = ?")
+	if hide&hideMemory != 0 {
+		b.WriteString(qual + "memory IS NOT DISTINCT FROM ?")
+	} else {
+		b.WriteString(qual + "memory = ?")
+	}
+	token := func(name string) string {
+		if hide&hideTokens != 0 {
+			return "(" + qual + name + " || ''::bytea)"
+		}
+		return qual + name
+	}
 	in := func(cond string, vals []any) {
 		b.WriteString(" AND ")
 		b.WriteString(cond)
@@ -547,13 +568,13 @@ func (db *DB) whereSQLSkip(f *Filter, skip int, qual string) (string, []any) {
 		b.WriteByte(')')
 	}
 	if f.Subject != nil && skip != driveSubject {
-		in(qual+"s_tok", anys(f.Subject))
+		in(token("s_tok"), anys(f.Subject))
 	}
 	if f.Relation != nil && skip != driveRelation {
-		in(qual+"r_tok", anys(f.Relation))
+		in(token("r_tok"), anys(f.Relation))
 	}
 	if f.Object != nil && skip != driveObject {
-		in(qual+"o_tok", anys(f.Object))
+		in(token("o_tok"), anys(f.Object))
 	}
 	for i, t := range f.Tags {
 		if i == 0 && skip == driveTag {
@@ -577,7 +598,11 @@ func (db *DB) whereSQLSkip(f *Filter, skip int, qual string) (string, []any) {
 		and(qual+"namespace = ?", f.Namespace)
 	}
 	if f.ScopePrefix != "" && skip != driveScope {
-		cond, vals := db.underPrefix(qual+"scope", f.ScopePrefix)
+		scope := qual + "scope"
+		if hide&hideScope != 0 {
+			scope = "(" + scope + " || '')"
+		}
+		cond, vals := db.underPrefix(scope, f.ScopePrefix)
 		and(cond, vals...)
 	}
 	if !f.IncludeSuperseded {
@@ -712,7 +737,7 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 		if db.dialect == SQLite {
 			from = "grains INDEXED BY idx_grains_mem"
 		}
-		cond, args := db.whereSQLSkip(f, d, "")
+		cond, args := db.whereSQLSkip(f, d, "", 0)
 		q := "SELECT " + cols + " FROM " + from + " WHERE " + cond + " ORDER BY id DESC" + limit
 		return db.rebind(q), append([]any{f.Memory, f.Memory}, args...)
 	}
@@ -732,11 +757,11 @@ func (db *DB) findQuery(f *Filter) (string, []any) {
 	case driveScope:
 		index, col, vals = "idx_grains_scope", "scope", distinctOf(nonEmptyScopes(f.scopes))
 	}
-	cond, args := db.whereSQLSkip(f, d, "g.")
 	if db.dialect == SQLite {
+		cond, args := db.whereSQLSkip(f, d, "g.", 0)
 		return sqliteBranches(d, index, col, vals, cond, args, limit)
 	}
-	return db.pgBranches(f, d, col, vals, cond, args, limit)
+	return db.pgBranches(f, d, col, vals, limit)
 }
 
 // sqliteBranches is findQuery's statement on SQLite for driver d: one
@@ -856,9 +881,12 @@ func (c *shapeCache) put(s branchShape, q string) {
 // behind LATERAL and OFFSET 0, which no plan can turn into a scan of
 // grains. (Read before the cut, a tag recall over 8 scopes read 40 whole
 // rows for a page of 10: TestRecallReadsOnlyItsPage.)
-func (db *DB) pgBranches(f *Filter, d int, col string, vals any, cond string, args []any, limit string) (string, []any) {
+func (db *DB) pgBranches(f *Filter, d int, col string, vals any, limit string) (string, []any) {
+	// The memory's condition is hidden (see above) but for the scope
+	// driver, whose index holds the memory.
+	hide := hideTokens
 	if d != driveScope {
-		cond = "g.memory IS NOT DISTINCT FROM ?" + strings.TrimPrefix(cond, "g.memory = ?")
+		hide |= hideMemory
 	}
 	// Another token field's condition is hidden from its index (the column
 	// joined to nothing): with statistics, PostgreSQL ANDed that index's
@@ -866,9 +894,7 @@ func (db *DB) pgBranches(f *Filter, d int, col string, vals any, cond string, ar
 	// each value (500 rows per value at 10,000 grains) to find the few of a
 	// subject, and sorted them. The driver's rows are few; they are read
 	// and filtered.
-	for _, c := range [...]string{"s_tok", "r_tok", "o_tok"} {
-		cond = strings.ReplaceAll(cond, "g."+c+" IN (", "(g."+c+" || ''::bytea) IN (")
-	}
+	//
 	// So is the scope prefix's, behind a token: PostgreSQL ANDed the
 	// scope index's bitmap with the token's and sorted (a relation within
 	// a scope read the scope's every row), and planned that at each call.
@@ -877,8 +903,9 @@ func (db *DB) pgBranches(f *Filter, d int, col string, vals any, cond string, ar
 	// under the prefix: the condition, kept as a check, drops nothing they
 	// do not (TestPlansAtEverySize, "... in a scope").
 	if d != driveUser && d != driveScope {
-		cond = strings.ReplaceAll(cond, "(g.scope = ? OR g.scope LIKE ?", "((g.scope || '') = ? OR (g.scope || '') LIKE ?")
+		hide |= hideScope
 	}
+	cond, args := db.whereSQLSkip(f, d, "g.", hide)
 	if d == driveUser || d == driveScope {
 		return db.pgSpelled(f, col, anysOf(vals), cond, args, limit)
 	}
