@@ -427,7 +427,7 @@ func (db *DB) ReadGrain(ctx context.Context, memory, hash string) (*GrainRow, er
 	}
 	f := Filter{Memory: memory}
 	rows, err := db.queryFound(sctx, &f, db.rebind("SELECT "+db.pageColumns()+" FROM grains WHERE hash = ? AND memory = ? LIMIT 1"),
-		[]any{memory, memory, hash, memory}, 1)
+		[]any{memory, memory, hash, memory}, 1, false)
 	if err != nil {
 		return nil, err
 	}
@@ -1060,14 +1060,26 @@ func (db *DB) FindGrains(ctx context.Context, f Filter) ([]GrainRow, error) {
 	// more than the query itself. The statement is prepared once, in
 	// gorm's cache of prepared statements.
 	q, args := db.findQuery(&f)
-	return db.queryFound(ctx, &f, q, args, f.Limit)
+	return db.queryFound(ctx, &f, q, args, f.Limit, tokenDriven(f.driver()))
+}
+
+// tokenDriven reports whether driver d finds rows by blind tokens: on
+// PostgreSQL its statement is pgBranches' array form, which runs on the
+// pool of generic plans (DB.generic).
+func tokenDriven(d int) bool {
+	switch d {
+	case driveSubject, driveObject, driveRelation, driveTag:
+		return true
+	}
+	return false
 }
 
 // queryFound runs q, a SELECT of foundColumns (packedColumns on SQLite) for
 // filter f, scans its rows by hand and, with f.CheckScopeGen set, fails
 // with ErrStaleScopes if the memory's scope generation moved since f's
-// tokens were made.
-func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any, rows int) ([]GrainRow, error) {
+// tokens were made. With generic set, on PostgreSQL, q runs on the pool of
+// generic plans.
+func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any, rows int, generic bool) ([]GrainRow, error) {
 	// A GrainRow is about 400 bytes: grown by append from nothing, a page of
 	// 10 rows cost 15 KB of copies.
 	out := make([]GrainRow, 0, min(max(rows, 0), chunk))
@@ -1080,7 +1092,11 @@ func (db *DB) queryFound(ctx context.Context, f *Filter, q string, args []any, r
 			return nil, translate(err, "find grains")
 		}
 	} else {
-		res, err := db.gorm.ConnPool.QueryContext(ctx, q, args...)
+		pool := db.gorm.ConnPool
+		if generic {
+			pool = db.generic
+		}
+		res, err := pool.QueryContext(ctx, q, args...)
 		if err != nil {
 			return nil, translate(err, "find grains")
 		}

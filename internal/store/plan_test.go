@@ -114,6 +114,10 @@ func TestPlansAtEverySize(t *testing.T) {
 					for _, c := range planCases(ref) {
 						c.filter.Memory, c.filter.Limit = f.memory, 10
 						checkPlan(t, db, stage, c, explain(t, db, &c.filter))
+						if dialect == Postgres && tokenDriven(c.filter.driver()) {
+							// The plan these run with (DB.generic).
+							checkPlan(t, db, stage+", generic", c, explainGeneric(t, db, &c.filter))
+						}
 					}
 				}
 				// Fresh: as the store leaves itself after the writes, with
@@ -139,6 +143,123 @@ func TestPlansAtEverySize(t *testing.T) {
 				check("after forgetting 90%")
 			})
 		}
+	}
+}
+
+// explainGeneric returns the plan that the pool of generic plans runs f's
+// statement with (PostgreSQL): the statement prepared on one of its
+// connections, and explained as executed with f's values.
+func explainGeneric(t *testing.T, db *DB, f *Filter) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := f.resolve(db.gorm); err != nil {
+		t.Fatal(err)
+	}
+	q, args := db.findQuery(f)
+	conn, err := db.generic.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PREPARE lethe_plan AS "+q); err != nil {
+		t.Fatalf("prepare %s: %v", q, err)
+	}
+	defer conn.ExecContext(ctx, "DEALLOCATE lethe_plan")
+	// EXPLAIN EXECUTE takes no parameters of its own: the values are
+	// written as literals.
+	params := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case []byte:
+			params[i] = `'\x` + hex.EncodeToString(v) + `'::bytea`
+		case [][]byte:
+			var els []string
+			for _, x := range v {
+				els = append(els, `'\x`+hex.EncodeToString(x)+`'::bytea`)
+			}
+			params[i] = "ARRAY[" + strings.Join(els, ", ") + "]::bytea[]"
+		case string:
+			params[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case bool:
+			params[i] = strconv.FormatBool(v)
+		case int64:
+			params[i] = strconv.FormatInt(v, 10)
+		default:
+			t.Fatalf("no literal for a %T", a)
+		}
+	}
+	res, err := conn.QueryContext(ctx, "EXPLAIN EXECUTE lethe_plan("+strings.Join(params, ", ")+")")
+	if err != nil {
+		t.Fatalf("explain %s: %v", q, err)
+	}
+	defer res.Close()
+	var b strings.Builder
+	for res.Next() {
+		var line string
+		if err := res.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(line + "\n")
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// A recall by blind tokens on PostgreSQL is planned once per connection,
+// not at every call: on the main pool its statement stayed on plans made
+// for its values (custom plans), planned again at each of thousands of
+// calls; on the pool of generic plans it runs one plan.
+func TestTokenRecallsPlanOnce(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, Config{Dialect: Postgres, DSN: testenv.Postgres(t), MaxOpenConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f := newFixture(t, db, 50)
+	if _, err := db.InsertGrains(ctx, f.memory, loadRows(f, 0, 1000, 1000), nil); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := hex.DecodeString(f.users[3].Name)
+	tokens := 0
+	for _, c := range planCases(ref) {
+		c.filter.Memory, c.filter.Limit = f.memory, 10
+		if tokenDriven(c.filter.driver()) {
+			tokens++
+		}
+		for range 12 {
+			if _, err := db.FindGrains(ctx, c.filter); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The pool has one connection: its prepared statements are the
+	// recalls'.
+	res, err := db.generic.QueryContext(ctx,
+		"SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%unnest(%' AND statement NOT LIKE '%pg_prepared_statements%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	n := 0
+	for res.Next() {
+		var q string
+		var generic, custom int64
+		if err := res.Scan(&q, &generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if custom != 0 || generic != 12 {
+			t.Errorf("%d custom and %d generic plans for 12 calls of %s", custom, generic, q)
+		}
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != tokens {
+		t.Errorf("%d token recall statements on the pool of generic plans, want %d (one per case)", n, tokens)
 	}
 }
 

@@ -1225,5 +1225,5 @@ func (db *DB) GrainsByIDs(ctx context.Context, f Filter, ids []int64) ([]GrainRo
 	}
 	q := "SELECT " + cols + " FROM grains WHERE id IN (?" + strings.Repeat(", ?", len(ids)-1) + ") AND " + cond
 	all := append(append([]any{f.Memory, f.Memory}, anys(ids)...), args...)
-	return db.queryFound(ctx, &f, db.rebind(q), all, len(ids))
+	return db.queryFound(ctx, &f, db.rebind(q), all, len(ids), false)
 }

@@ -30,7 +30,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
 	"github.com/lethe-io/lethe/internal/grains"
@@ -63,6 +65,13 @@ type DB struct {
 	// grainSeq is the grains id sequence (PostgreSQL), resolved once: a
 	// batch reserves its ids from it.
 	grainSeq string
+
+	// generic is a second pool on the same PostgreSQL database (nil on
+	// SQLite) whose sessions plan a prepared statement once, for every
+	// value of its parameters (plan_cache_mode force_generic_plan): the
+	// recalls driven by blind tokens run there (see FindGrains). On the
+	// main pool PostgreSQL planned each of them again at every call.
+	generic *sql.DB
 
 	// inserted counts rows written since the last ANALYZE, and analyzeAt
 	// is how many trigger the next; see noteInserted.
@@ -117,6 +126,12 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	db := &DB{gorm: g, dialect: cfg.Dialect, log: log}
 	db.bg.ctx, db.bg.cancel = context.WithCancel(context.Background())
+	if cfg.Dialect == Postgres {
+		if db.generic, err = openGeneric(cfg.DSN, d.MaxOpenConns); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	db.analyzeAt.Store(analyzeFirst)
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
@@ -159,7 +174,37 @@ func (db *DB) Close() error {
 		}
 		cancel()
 	}
+	if db.generic != nil {
+		db.generic.Close()
+	}
 	return sqlDB.Close()
+}
+
+// openGeneric opens the pool of generic plans (DB.generic) on the
+// PostgreSQL database dsn names, of at most conns connections, opened as
+// recalls need them.
+//
+// Why: a recall by a blind token is one statement for any number of
+// tokens (pgBranches), prepared once per connection, but PostgreSQL's plan
+// cache kept planning it for its parameters at every call (after five
+// custom plans it compares their estimated cost with the generic plan's,
+// and the generic plan's estimate of unnest of an array parameter is
+// higher than that of the array it was given). The plan is the same either
+// way (TestPlansAtEverySize checks the generic one too); planning it
+// cost more than running it on a small memory. The setting is a startup
+// parameter of these sessions only: the main pool's statements (a scope
+// prefix's, a user's, the walk) still get plans made for their values.
+func openGeneric(dsn string, conns int) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, translate(err, "open database")
+	}
+	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	g := stdlib.OpenDB(*cfg)
+	g.SetMaxOpenConns(conns)
+	g.SetMaxIdleConns(conns)
+	g.SetConnMaxIdleTime(5 * time.Minute)
+	return g, nil
 }
 
 // goBackground runs f in a goroutine that Close cancels (through f's
