@@ -2,6 +2,7 @@ package lethe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -383,6 +384,40 @@ func testDedup(t *testing.T, db *lethe.DB) {
 	if len(p.Grains) != 4 {
 		t.Errorf("stored %d grains, want 4", len(p.Grains))
 	}
+
+	// The same content with another importance, confidence or pin is not
+	// a retry: answering the grain's hash would drop what was asked (a pin
+	// protects the grain from a forget by hash). It is refused, in a batch
+	// too, and nothing of the batch is written; the grain stays as it was.
+	g.Scope = "acme"
+	for _, other := range []func(*lethe.Grain){
+		func(g *lethe.Grain) { g.Pinned = true },
+		func(g *lethe.Grain) { g.Importance = 0.95 },
+		func(g *lethe.Grain) { g.Confidence = 0.5 },
+	} {
+		o := g
+		other(&o)
+		_, err := db.Add(ctx, o)
+		wantCode(t, err, "conflict")
+		if !strings.Contains(err.Error(), h1) {
+			t.Errorf("the refusal does not name the grain: %v", err)
+		}
+		_, err = db.AddBatch(ctx, []lethe.Grain{{Type: "fact", Content: "fresh"}, o})
+		wantCode(t, err, "conflict")
+		if e := (*lethe.Error)(nil); !errors.As(err, &e) || e.Field != "grains[1]" {
+			t.Errorf("the batch refusal names another field: %v", err)
+		}
+		_, err = db.AddBatch(ctx, []lethe.Grain{g, o})
+		wantCode(t, err, "conflict")
+	}
+	if p, _ := db.Recall(ctx, lethe.Query{Limit: 100}); len(p.Grains) != 4 {
+		t.Errorf("refused writes stored grains: %d, want 4", len(p.Grains))
+	}
+	if got, err := db.Get(ctx, "", h1); err != nil || got.Pinned || got.Importance != 0 || got.Confidence != 1 {
+		t.Errorf("the grain changed: %+v, %v", got, err)
+	}
+	_, err = db.AddBatch(ctx, []lethe.Grain{{Type: "fact", Content: "z"}, {Type: "fact", Content: "z", Pinned: true}})
+	wantCode(t, err, "conflict")
 }
 
 func testBadInput(t *testing.T, db *lethe.DB) {

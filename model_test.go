@@ -252,10 +252,43 @@ func (m *machine) Add(t *rapid.T) {
 	m.step()
 	g := drawGrain(t, m.memory)
 	h, err := m.db(t).Add(context.Background(), g)
+	if m.refused(t, []lethe.Grain{stored(g)}, err) {
+		return
+	}
 	if err != nil {
 		t.Fatalf("Add: %v", err)
 	}
 	m.applyAdd(t, []lethe.Grain{stored(g)}, []string{h})
+}
+
+// refused reports whether a write of gs was refused as the model says it
+// must be: a grain that repeats a live grain's content, or an earlier
+// grain's of its batch, with another importance (code conflict). The
+// write's keys were made before the refusal and stay; nothing else
+// changed.
+func (m *machine) refused(t *rapid.T, gs []lethe.Grain, err error) bool {
+	want := false
+	first := map[string]lethe.Grain{}
+	for _, g := range gs {
+		k := dedupKey(g)
+		if x := m.live(g); x != nil {
+			want = want || x.g.Importance != g.Importance
+		} else if f, ok := first[k]; ok {
+			want = want || f.Importance != g.Importance
+		} else {
+			first[k] = g
+		}
+	}
+	if !want {
+		return false
+	}
+	if lethe.ErrorCode(err) != "conflict" {
+		t.Fatalf("a write repeating a grain with another importance: %v, want code conflict", err)
+	}
+	for _, g := range gs {
+		m.audit += m.ensureKeys(g.Scope, g.UserID)
+	}
+	return true
 }
 
 // Batch writes grains in one call.
@@ -267,12 +300,15 @@ func (m *machine) Batch(t *rapid.T) {
 		gs[i] = drawGrain(t, m.memory)
 	}
 	hs, err := m.db(t).AddBatch(context.Background(), gs)
-	if err != nil {
-		t.Fatalf("AddBatch: %v", err)
-	}
 	st := make([]lethe.Grain, n)
 	for i := range gs {
 		st[i] = stored(gs[i])
+	}
+	if m.refused(t, st, err) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("AddBatch: %v", err)
 	}
 	m.applyAdd(t, st, hs)
 }
@@ -854,6 +890,9 @@ func (m *machine) Race(t *rapid.T) {
 	m.step()
 	g := drawGrain(t, m.memory)
 	g.UserID = rapid.SampledFrom(poolUsers[2:]).Draw(t, "user")
+	if x := m.live(stored(g)); x != nil {
+		g.Importance = x.g.Importance // a repeat, not a refused write (see refused)
+	}
 	var wg sync.WaitGroup
 	var h string
 	var addErr, eraseErr error

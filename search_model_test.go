@@ -28,6 +28,9 @@ func (m *machine) VectorAdd(t *rapid.T) {
 	i := rapid.IntRange(0, len(poolVectors)-1).Draw(t, "vector")
 	g.Content, g.Embedding = "vec"+string(rune('0'+i)), poolVectors[i]
 	h, err := m.db(t).Add(context.Background(), g)
+	if m.refused(t, []lethe.Grain{stored(g)}, err) {
+		return
+	}
 	if err != nil {
 		t.Fatalf("Add: %v", err)
 	}

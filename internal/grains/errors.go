@@ -113,13 +113,16 @@ func PublicMessage(err error) string {
 }
 
 // AtIndex names the position of a grain's error in a batch of n: its
-// field becomes grains[i].field. A batch of one, or an error that is not
+// field becomes grains[i].field, or grains[i] if it had none. A batch of one, or an error that is not
 // an *Error, is returned as it is.
 func AtIndex(err error, i, n int) error {
 	var e *Error
 	if n > 1 && errors.As(err, &e) {
 		c := *e
-		c.Field = fmt.Sprintf("grains[%d].%s", i, e.Field)
+		c.Field = fmt.Sprintf("grains[%d]", i)
+		if e.Field != "" {
+			c.Field += "." + e.Field
+		}
 		return &c
 	}
 	return err

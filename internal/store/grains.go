@@ -218,6 +218,9 @@ type dedupHit struct {
 	DedupTok  []byte `gorm:"column:dedup_tok"`
 	KeyChain  string
 	UserKeyID int64
+	// What a write of the same grain must repeat (see sameGrain).
+	Importance, Confidence float64
+	Pinned                 bool
 }
 
 // deadRows are rows to delete with their counter deltas.
@@ -227,7 +230,7 @@ type deadRows struct {
 }
 
 // sortHits turns the rows found by a batch's dedup lookup into the map
-// splitFresh reads, (scope, token) to hash, leaving out rows sealed under a
+// splitFresh reads, (scope, token) to the row, leaving out rows sealed under a
 // destroyed key: an erased grain not yet deleted by the cleaner is not the
 // grain being written, even if its content is the same (the user or scope
 // it belonged to was erased, and the new row is sealed under the new key).
@@ -238,19 +241,19 @@ type deadRows struct {
 // A hit under the batch row's own key chain is live (the insert checked
 // that chain); another chain of the same scope and user differs in a key
 // that was replaced, so one of its keys was destroyed, which live checks.
-func sortHits(rows []*GrainRow, found []dedupHit, live func(ids []int64) ([]int64, error)) (map[string]string, deadRows, error) {
+func sortHits(rows []*GrainRow, found []dedupHit, live func(ids []int64) ([]int64, error)) (map[string]dedupHit, deadRows, error) {
 	var dead deadRows
 	chainOf := make(map[string]string, len(rows))
 	for _, r := range rows {
 		chainOf[dedupKey(r.Scope, r.DedupTok)] = r.KeyChain
 	}
-	existing := make(map[string]string, len(found))
+	existing := make(map[string]dedupHit, len(found))
 	var other []dedupHit
 	var ids []int64
 	for _, f := range found {
 		k := dedupKey(f.Scope, f.DedupTok)
 		if c, ok := chainOf[k]; !ok || c == f.KeyChain {
-			existing[k] = f.Hash
+			existing[k] = f
 			continue
 		}
 		other = append(other, f)
@@ -278,7 +281,7 @@ func sortHits(rows []*GrainRow, found []dedupHit, live func(ids []int64) ([]int6
 			alive = alive && slices.Contains(liveIDs, id)
 		}
 		if alive {
-			existing[dedupKey(f.Scope, f.DedupTok)] = f.Hash
+			existing[dedupKey(f.Scope, f.DedupTok)] = f
 			continue
 		}
 		dead.ids = append(dead.ids, f.ID)
@@ -302,7 +305,7 @@ func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pendi
 	var found []dedupHit
 	for i := 0; i < len(toks); i += chunk {
 		var part []dedupHit
-		err := tx.Model(&GrainRow{}).Select("id", "hash", "scope", "dedup_tok", "key_chain", "user_key_id").
+		err := tx.Model(&GrainRow{}).Select("id", "hash", "scope", "dedup_tok", "key_chain", "user_key_id", "importance", "confidence", "pinned").
 			Where("superseded_by = '' AND dedup_tok IN ?", toks[i:min(i+chunk, len(toks))]).
 			Find(&part).Error
 		if err != nil {
@@ -326,7 +329,10 @@ func (db *DB) insertGrains(tx *gorm.DB, memory string, rows []*GrainRow, p Pendi
 			return nil, err
 		}
 	}
-	pos, out, same := splitFresh(rows, existing)
+	pos, out, same, err := splitFresh(rows, existing)
+	if err != nil {
+		return nil, err
+	}
 	out = finishHashes(rows, out, same)
 	if len(pos) == 0 {
 		return out, nil

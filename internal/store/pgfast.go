@@ -149,7 +149,7 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 	}
 	for res.Next() {
 		var f dedupHit
-		if err := res.Scan(&f.ID, &f.Hash, &f.Scope, &f.DedupTok, &f.KeyChain, &f.UserKeyID); err != nil {
+		if err := res.Scan(&f.ID, &f.Hash, &f.Scope, &f.DedupTok, &f.KeyChain, &f.UserKeyID, &f.Importance, &f.Confidence, &f.Pinned); err != nil {
 			res.Close()
 			return nil, err
 		}
@@ -192,7 +192,10 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 			return nil, err
 		}
 	}
-	fresh, out, same := splitFresh(rows, existing)
+	fresh, out, same, err := splitFresh(rows, existing)
+	if err != nil {
+		return nil, err
+	}
 	if len(fresh) == 0 {
 		return finishHashes(rows, out, same), nil
 	}
@@ -264,25 +267,56 @@ func insertGrainsPG(ctx context.Context, tx pgx.Tx, seq, memory string, rows []*
 // positions. A row whose (scope, dedup token) matches a live grain gets
 // that grain's hash in out; a row that repeats an earlier row of the batch
 // gets that row's position in same (else -1). Neither reads a row's hash,
-// which may still be in the making; finishHashes fills in the rest.
-func splitFresh(rows []*GrainRow, existing map[string]string) (fresh []int, out []string, same []int) {
+// which may still be in the making; finishHashes fills in the rest. A row
+// that repeats a grain's content but not its importance, confidence or
+// pinned flag is refused (code conflict): answering the grain's hash would
+// drop what the write asked for without a word, a pin among them.
+func splitFresh(rows []*GrainRow, existing map[string]dedupHit) (fresh []int, out []string, same []int, err error) {
 	out, same = make([]string, len(rows)), make([]int, len(rows))
 	first := make(map[string]int, len(rows))
 	for i, r := range rows {
 		same[i] = -1
 		k := dedupKey(r.Scope, r.DedupTok)
 		if h, ok := existing[k]; ok {
-			out[i] = h
+			if !sameGrain(r, h.Importance, h.Confidence, h.Pinned) {
+				return nil, nil, nil, grains.AtIndex(repeated(h.Hash), i, len(rows))
+			}
+			out[i] = h.Hash
 			continue
 		}
 		if j, ok := first[k]; ok {
+			if e := rows[j]; !sameGrain(r, e.Importance, e.Confidence, e.Pinned) {
+				return nil, nil, nil, grains.AtIndex(repeated(""), i, len(rows))
+			}
 			same[i] = j
 			continue
 		}
 		first[k] = i
 		fresh = append(fresh, i)
 	}
-	return fresh, out, same
+	return fresh, out, same, nil
+}
+
+// sameGrain reports whether r, a write whose content is that of a grain
+// with the given importance, confidence and pinned flag, repeats it: the
+// fields a write sets that the content does not decide, but for salience
+// (which the ladder fades after the write) and the creation time (a retry
+// is later).
+func sameGrain(r *GrainRow, importance, confidence float64, pinned bool) bool {
+	return r.Importance == importance && r.Confidence == confidence && r.Pinned == pinned
+}
+
+// repeated is splitFresh's refusal of a write that repeats the content of
+// the live grain hash (or, with hash empty, of an earlier grain of its
+// batch) with other fields.
+func repeated(hash string) error {
+	msg := "repeats the content of an earlier grain of the batch with another importance, confidence or pinned flag"
+	hint := "write each grain once"
+	if hash != "" {
+		msg = "repeats the content of grain " + hash + " in its scope with another importance, confidence or pinned flag"
+		hint = "supersede that grain to change them"
+	}
+	return &grains.Error{Code: grains.CodeConflict, Message: msg, Hint: hint}
 }
 
 // pick returns the rows at the given positions.
@@ -322,8 +356,8 @@ func translatePG(err error, what string) error {
 // array (1,000 tokens a batch) until the table was large: every batch of a
 // fresh store's first tens of thousands of grains read all of them
 // (TestDedupLookupUsesItsIndex).
-const dedupHitsPG = `SELECT g.id, g.hash, g.scope, g.dedup_tok, g.key_chain, g.user_key_id FROM unnest($1::bytea[]) AS k(tok)
-	CROSS JOIN LATERAL (SELECT id, hash, scope, dedup_tok, key_chain, user_key_id FROM grains
+const dedupHitsPG = `SELECT g.id, g.hash, g.scope, g.dedup_tok, g.key_chain, g.user_key_id, g.importance, g.confidence, g.pinned FROM unnest($1::bytea[]) AS k(tok)
+	CROSS JOIN LATERAL (SELECT id, hash, scope, dedup_tok, key_chain, user_key_id, importance, confidence, pinned FROM grains
 		WHERE dedup_tok = k.tok AND superseded_by = '' OFFSET 0) AS g`
 
 // deleteOnePG is DeleteHashes of one grain over pgx, in two round trips
