@@ -68,5 +68,9 @@
 // # Personal data
 //
 // The server logs nothing of its own. Error results carry the library's
-// codes, messages and hints, which never quote personal values.
+// codes, messages and hints, which never quote personal values. The SDK's
+// own messages for arguments that do not match a tool's input schema, and
+// for an HTTP body that is not JSON-RPC, quote the value sent: the server
+// checks both first and answers code invalid_argument with the field and
+// the problem instead.
 package mcp

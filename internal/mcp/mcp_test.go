@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -100,8 +103,7 @@ func failed(t testing.TB, cs *sdk.ClientSession, name string, args any) mcp.Erro
 	}
 	var info mcp.ErrorInfo
 	if err := json.Unmarshal([]byte(text(res)), &info); err != nil {
-		// The SDK's own input validation answers plain text.
-		return mcp.ErrorInfo{Code: "schema", Message: text(res)}
+		t.Fatalf("%s(%v): error text is not an ErrorInfo: %s", name, args, text(res))
 	}
 	return info
 }
@@ -285,12 +287,12 @@ func TestGrainTools(t *testing.T) {
 		{"add", m{"type": "fact"}, "empty_grain"},
 		{"add", m{"type": "fact", "content": "x", "importance": 2}, "invalid_argument"},
 		{"add", m{"type": "fact", "content": "x", "scope": "a//b"}, "invalid_scope"},
-		{"add", m{"type": "fact", "content": "x", "colour": "red"}, "schema"},
+		{"add", m{"type": "fact", "content": "x", "colour": "red"}, "invalid_argument"},
 		{"recall", m{"memory": "Bad Name"}, "invalid_memory"},
 		{"recall", m{"limit": 5000}, "invalid_argument"},
 		{"history", m{"hash": "xyz"}, "invalid_argument"},
 		{"supersede", m{"hash": "xyz", "type": "fact"}, "invalid_argument"},
-		{"add", m{"content": "no type"}, "schema"},
+		{"add", m{"content": "no type"}, "invalid_argument"},
 		{"forget", m{"hash": ""}, "empty_selector"},
 		{"forget", m{"subject": "  "}, "empty_selector"},
 		{"forget", m{"hashes": []string{}}, "empty_selector"},
@@ -298,7 +300,7 @@ func TestGrainTools(t *testing.T) {
 		{"forget", m{"hashes": []string{"nothex"}}, "invalid_argument"},
 		{"forget", m{"hashes": make([]string, 10001), "dry_run": true}, "too_large"},
 	} {
-		if e := failed(t, cs, tc.tool, tc.args); e.Code != tc.code || (tc.code != "schema" && e.Message == "") {
+		if e := failed(t, cs, tc.tool, tc.args); e.Code != tc.code || e.Message == "" {
 			t.Errorf("%s %v: %+v, want code %s", tc.tool, tc.args, e, tc.code)
 		}
 	}
@@ -848,6 +850,95 @@ func TestForgetDryRunIsTheLibrarys(t *testing.T) {
 	for _, h := range []string{held, belief, free} {
 		if _, err := db.Get(ctx, "", h); err != nil {
 			t.Errorf("%s after dry runs: %v", h, err)
+		}
+	}
+}
+
+// TestArgumentErrorsQuoteNoValue sends arguments of the wrong type, unknown
+// fields and missing ones, each carrying a marker, and checks that every
+// error result names the field and the problem but never the marker (the
+// SDK's own schema messages quote the value).
+func TestArgumentErrorsQuoteNoValue(t *testing.T) {
+	db := openDB(t)
+	cs := connect(t, mcp.Config{Library: db, Eraser: db, Requester: db})
+	const mark = "bob.private@example.com"
+	for _, tc := range []struct {
+		tool  string
+		args  m
+		field string
+	}{
+		{"add", m{"type": "fact", "content": "x", "importance": mark}, "importance"},
+		{"add", m{"type": "fact", "content": "x", "tags": mark}, "tags"},
+		{"add", m{"type": "fact", "content": "x", "tags": []any{"a", m{"k": mark}}}, "tags[1]"},
+		{"add", m{"type": "fact", "content": "x", "metadata": m{mark: 4155550123}}, "metadata"},
+		{"add", m{"type": "fact", "content": "x", "subject": 4155550123}, "subject"},
+		{"add", m{"type": "fact", "content": "x", "pinned": mark}, "pinned"},
+		{"add", m{"type": "fact", "content": "x", mark: "x"}, ""},
+		{"add", m{"type": []string{mark}, "content": "x"}, "type"},
+		{"recall", m{"limit": mark}, "limit"},
+		{"recall", m{"limit": 1e30}, ""}, // in the schema, too large for an int
+		{"recall", m{"embedding": []any{1, mark}}, "embedding[1]"},
+		{"forget", m{"hashes": mark}, "hashes"},
+		{"forget", m{"subject": 4155550123}, "subject"},
+		{"forget", m{"dry_run": mark}, "dry_run"},
+		{"supersede", m{"object": mark}, "hash"},
+		{"history", m{"hash": m{"x": mark}}, "hash"},
+		{"forget_user", m{"user_id": []string{mark}}, "user_id"},
+		{"erasure_request_list", m{"overdue": mark}, "overdue"},
+	} {
+		res := call(t, cs, tc.tool, tc.args)
+		txt := text(res)
+		if !res.IsError {
+			t.Errorf("%s %v: %s, want an error result", tc.tool, tc.args, txt)
+			continue
+		}
+		if strings.Contains(txt, mark) || strings.Contains(txt, "4155550123") || strings.Contains(txt, "4.155550123e+09") || strings.Contains(txt, "1e+30") {
+			t.Errorf("%s %v: error quotes the value: %s", tc.tool, tc.args, txt)
+		}
+		var info mcp.ErrorInfo
+		if err := json.Unmarshal([]byte(txt), &info); err != nil {
+			t.Errorf("%s %v: error text is not an ErrorInfo: %s", tc.tool, tc.args, txt)
+			continue
+		}
+		if info.Code != "invalid_argument" || info.Field != tc.field || info.Message == "" {
+			t.Errorf("%s %v: %+v, want invalid_argument for field %q", tc.tool, tc.args, info, tc.field)
+		}
+	}
+}
+
+// TestHTTPMalformedBody posts bodies that are not JSON-RPC, each with a
+// marker, and checks that the answer is a 400 with code invalid_argument
+// that does not quote the body (the SDK's "malformed payload" does).
+func TestHTTPMalformedBody(t *testing.T) {
+	h, err := mcp.NewHandler(mcp.Config{Library: openDB(t)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	const mark = "mary@example.com"
+	for _, body := range []string{
+		"not json " + mark,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"} ` + mark,
+		`{"` + mark + `":1}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"},"` + mark + `"]`,
+		`{"jsonrpc":"2.0","id":{"x":"` + mark + `"},"method":"ping"}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), mark) {
+			t.Errorf("%s: answer quotes the body: %d %s", body, resp.StatusCode, b)
+		}
+		var info mcp.ErrorInfo
+		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(b, &info) != nil || info.Code != "invalid_argument" {
+			t.Errorf("%s: %d %s, want 400 invalid_argument", body, resp.StatusCode, b)
 		}
 	}
 }

@@ -76,24 +76,24 @@ func (h *handlers) requesting() bool {
 }
 
 func (h *handlers) addRequestTools(s *sdk.Server) {
-	sdk.AddTool(s, tool("erasure_request_create", "File an erasure request",
+	addTool(s, h.inputs, tool("erasure_request_create", "File an erasure request",
 		"File a pending erasure request for a user or a scope, with a reason code and the portal's ticket reference: "+
 			"it answers what the erasure would destroy now (a preview; nothing changes) and the nonce of the request's subject "+
 			"commitment. A second principal must approve it before it can run (four eyes).",
-		false, false, false), h.requestCreate)
-	sdk.AddTool(s, tool("erasure_request_list", "List erasure requests",
-		"List the memory's erasure requests by due date, by status, due time or overdue.", true, false, true), h.requestList)
-	sdk.AddTool(s, tool("erasure_request_show", "Show an erasure request",
+		false, false, false), nil, h.requestCreate)
+	addTool(s, h.inputs, tool("erasure_request_list", "List erasure requests",
+		"List the memory's erasure requests by due date, by status, due time or overdue.", true, false, true), nil, h.requestList)
+	addTool(s, h.inputs, tool("erasure_request_show", "Show an erasure request",
 		"One erasure request: its status, who filed, approved, rejected and executed it when, and once executed the erasure's result.",
-		true, false, true), h.requestShow)
-	sdk.AddTool(s, tool("erasure_request_approve", "Approve an erasure request",
-		"Approve a pending request. Whoever filed it cannot approve it (code four_eyes).", false, false, false), h.requestApprove)
-	sdk.AddTool(s, tool("erasure_request_reject", "Reject an erasure request",
-		"Reject a request that has not run, and destroy its sealed subject.", false, true, false), h.requestReject)
-	sdk.AddTool(s, tool("erasure_request_execute", "Execute an erasure request",
+		true, false, true), nil, h.requestShow)
+	addTool(s, h.inputs, tool("erasure_request_approve", "Approve an erasure request",
+		"Approve a pending request. Whoever filed it cannot approve it (code four_eyes).", false, false, false), nil, h.requestApprove)
+	addTool(s, h.inputs, tool("erasure_request_reject", "Reject an erasure request",
+		"Reject a request that has not run, and destroy its sealed subject.", false, true, false), nil, h.requestReject)
+	addTool(s, h.inputs, tool("erasure_request_execute", "Execute an erasure request",
 		"Run an approved request: the user's or the scope's crypto-erasure, with its signed proof. "+
 			"Under a legal hold it fails with code held and the request waits (blocked) until the hold is released.",
-		false, true, false), h.requestExecute)
+		false, true, false), nil, h.requestExecute)
 }
 
 // requests binds the call and checks the session may use the request tools.

@@ -1,14 +1,18 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lethe-io/lethe"
@@ -107,8 +111,9 @@ func New(cfg Config) (*sdk.Server, error) {
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "lethe", Title: "lethe memory", Version: cfg.Version},
 		&sdk.ServerOptions{Instructions: instructions(&cfg), SchemaCache: schemas})
-	h := &handlers{cfg: cfg}
+	h := &handlers{cfg: cfg, inputs: map[string]*jsonschema.Schema{}}
 	h.addTools(s)
+	s.AddReceivingMiddleware(validateArgs(h.inputs))
 	h.addResources(s)
 	return s, nil
 }
@@ -146,7 +151,10 @@ type HandlerOptions struct {
 // outlives its request, so any replica answers any request), with one
 // server for cfg. Set cfg.Resolve so that each call acts for the token of
 // its own request.
-func NewHandler(cfg Config, opts *HandlerOptions) (*sdk.StreamableHTTPHandler, error) {
+// A POST body that is not JSON-RPC is answered 400 with code
+// invalid_argument (see checkBody), not with the SDK's message, which
+// quotes the body.
+func NewHandler(cfg Config, opts *HandlerOptions) (http.Handler, error) {
 	if opts == nil {
 		opts = &HandlerOptions{}
 	}
@@ -154,18 +162,94 @@ func NewHandler(cfg Config, opts *HandlerOptions) (*sdk.StreamableHTTPHandler, e
 	if err != nil {
 		return nil, err
 	}
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s },
 		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: opts.MaxBody,
 			// The SDK refuses requests that reach a loopback address with another
 			// Host, against DNS rebinding. lethe's /mcp needs a bearer token,
 			// which a rebinding page does not have, and a reverse proxy on the
 			// same host (forwarding its own Host) is a common deployment.
-			DisableLocalhostProtection: true}), nil
+			DisableLocalhostProtection: true})
+	max := opts.MaxBody
+	if max <= 0 {
+		max = sdk.DefaultMaxRequestBodyBytes
+	}
+	return &checkBody{next: h, max: max}, nil
+}
+
+// checkBody answers a POST whose body is not JSON, or not JSON-RPC 2.0
+// messages, with 400 and a lethe error body ({"code": "invalid_argument",
+// "message", "hint"}) that does not quote the body; the SDK's answer
+// ("malformed payload: ... invalid token: <the body>") would. Other
+// requests, and bodies over max (which the SDK answers 413), go to next.
+type checkBody struct {
+	next http.Handler
+	max  int64
+}
+
+func (c *checkBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.Body == nil {
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, c.max+1))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, ErrorInfo{Code: string(lethe.CodeInvalidArgument), Message: "the body could not be read"})
+		return
+	}
+	if int64(len(body)) > c.max {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		c.next.ServeHTTP(w, r)
+		return
+	}
+	if msg := jsonrpcProblem(body); msg != "" {
+		writeError(w, http.StatusBadRequest, ErrorInfo{Code: string(lethe.CodeInvalidArgument), Message: msg,
+			Hint: "post one JSON-RPC 2.0 message (or a batch) as JSON"})
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	c.next.ServeHTTP(w, r)
+}
+
+// jsonrpcProblem says what makes body not JSON-RPC 2.0 messages, without
+// quoting it, or "" when it is (or is empty, which the SDK refuses itself).
+func jsonrpcProblem(body []byte) string {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return ""
+	}
+	if !json.Valid(body) {
+		return "malformed JSON"
+	}
+	raws := []json.RawMessage{body}
+	if body[0] == '[' {
+		if json.Unmarshal(body, &raws) != nil || len(raws) == 0 {
+			return "not a JSON-RPC 2.0 message"
+		}
+	}
+	for _, raw := range raws {
+		if _, err := jsonrpc.DecodeMessage(raw); err != nil {
+			return "not a JSON-RPC 2.0 message"
+		}
+	}
+	return ""
+}
+
+func writeError(w http.ResponseWriter, status int, info ErrorInfo) {
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Hint    string `json:"hint,omitempty"`
+	}{info.Code, info.Message, info.Hint})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
 }
 
 // handlers are the tools and resources of one server.
 type handlers struct {
 	cfg Config
+	// inputs are the tools' input schemas, by tool name, for validateArgs.
+	inputs map[string]*jsonschema.Schema
 }
 
 // bind returns the handlers for one call: with Config.Resolve, those of

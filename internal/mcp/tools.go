@@ -179,37 +179,37 @@ func tool(name, title, desc string, readOnly, destructive, idempotent bool) *sdk
 }
 
 func (h *handlers) addTools(s *sdk.Server) {
-	sdk.AddTool(s, tool("add", "Add a grain",
+	addTool(s, h.inputs, tool("add", "Add a grain",
 		"Write a grain: a subject/relation/object triple and/or content, with type, namespace, scope, user, tags and importance. "+
 			"Returns its hash; writing the same content again in the same scope returns the existing hash.",
-		false, false, true), h.add)
-	sdk.AddTool(s, tool("recall", "Recall grains",
+		false, false, true), nil, h.add)
+	addTool(s, h.inputs, tool("recall", "Recall grains",
 		"Find grains by subject, relation, object, type, namespace, scope prefix, user and tags, one page at a time "+
 			"(newest first; with filters, ranked by relevance and retrieval decay), or search them by text (query) and by vector "+
 			"(embedding), combinable with every filter and ranked by score. Superseded and archived grains only on request. "+
 			"Recall changes no grain, but records the retrieval (count, time, salience) that the forgetting policies use, "+
 			"and on a server that schedules policies it may start the archive ladder.",
-		true, false, true), h.recall)
-	sdk.AddTool(s, tool("supersede", "Supersede a grain",
+		true, false, true), nil, h.recall)
+	addTool(s, h.inputs, tool("supersede", "Supersede a grain",
 		"Write a new version of a grain. Fields left out carry forward; a field given is set, empty included (\"content\": \"\" clears it, \"tags\": [] clears the tags); "+
 			"the old version stays in the history, hidden from default recall. "+
 			"Only the newest version can be superseded, so repeating a call changes nothing.",
-		false, false, true), h.supersede)
-	sdk.AddTool(s, tool("history", "Version history",
-		"A grain's version chain, newest first.", true, false, true), h.history)
-	sdk.AddTool(s, tool("forget", "Forget grains",
+		false, false, true), nil, h.supersede)
+	addTool(s, h.inputs, tool("history", "Version history",
+		"A grain's version chain, newest first.", true, false, true), nil, h.history)
+	addTool(s, h.inputs, tool("forget", "Forget grains",
 		"Hard-delete grains by hash, hashes, subject or user_id, every version of their chains, audited. "+
 			"Protected grains (pinned, a protected type such as caveat or goal, importance at or above 0.9) are never forgotten: "+
 			"the result is an error with preserved: true, a reason and a hint, and nothing changes. "+
 			"With no target, run the risk sweep (drop or compress grains at risk). dry_run reports without changing anything.",
-		false, true, false), h.forget)
+		false, true, false), nil, h.forget)
 	if h.erasing() {
-		sdk.AddTool(s, tool("forget_user", "Crypto-erase a user",
+		addTool(s, h.inputs, tool("forget_user", "Crypto-erase a user",
 			"Destroy a user's data key: every grain of that user in the memory becomes unreadable at once. Returns the signed proof.",
-			false, true, false), h.forgetUser)
-		sdk.AddTool(s, tool("erase_scope", "Crypto-erase a scope",
+			false, true, false), nil, h.forgetUser)
+		addTool(s, h.inputs, tool("erase_scope", "Crypto-erase a scope",
 			"Destroy a scope path's data key: every grain in that scope and below becomes unreadable at once. Returns the signed proof.",
-			false, true, false), h.eraseScope)
+			false, true, false), nil, h.eraseScope)
 	}
 	if h.requesting() {
 		h.addRequestTools(s)

@@ -1,0 +1,246 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
+)
+
+// The SDK checks a tool call's arguments against the tool's input schema
+// before the handler runs, and its messages quote the value that failed
+// ("type: bob@example.com has type "string", want "number""). The server
+// checks the arguments itself first (checkArgs, in a receiving middleware),
+// with messages that name the field and the problem, never the value, and
+// replaces any other error text the SDK would send (invalidArgs).
+
+// inputSchemas holds each input type's schema, inferred once, so that the
+// SDK's schema cache (by pointer) resolves it once too.
+var inputSchemas sync.Map // reflect.Type -> *jsonschema.Schema
+
+// inputSchema returns the input schema of In, adjusted by adjust the first
+// time (adjust may be nil).
+func inputSchema[In any](adjust func(*jsonschema.Schema)) *jsonschema.Schema {
+	rt := reflect.TypeFor[In]()
+	if s, ok := inputSchemas.Load(rt); ok {
+		return s.(*jsonschema.Schema)
+	}
+	s, err := jsonschema.For[In](&jsonschema.ForOptions{})
+	if err != nil {
+		panic(fmt.Sprintf("mcp: input schema of %v: %v", rt, err)) // a bug in an input type
+	}
+	if adjust != nil {
+		adjust(s)
+	}
+	actual, _ := inputSchemas.LoadOrStore(rt, s)
+	return actual.(*jsonschema.Schema)
+}
+
+// addTool adds a tool whose input schema is In's, adjusted by adjust, and
+// records the schema for checkArgs.
+func addTool[In, Out any](s *sdk.Server, inputs map[string]*jsonschema.Schema, t *sdk.Tool,
+	adjust func(*jsonschema.Schema), h sdk.ToolHandlerFor[In, Out]) {
+	t.InputSchema = inputSchema[In](adjust)
+	inputs[t.Name] = t.InputSchema.(*jsonschema.Schema)
+	sdk.AddTool(s, t, h)
+}
+
+// nullable lets the named properties of s be null, the empty value.
+func nullable(names ...string) func(*jsonschema.Schema) {
+	return func(s *jsonschema.Schema) {
+		for _, n := range names {
+			p := s.Properties[n]
+			if p == nil {
+				panic("mcp: nullable: no property " + n)
+			}
+			if p.Type != "" {
+				p.Types, p.Type = []string{"null", p.Type}, ""
+			} else if !slices.Contains(p.Types, "null") {
+				p.Types = append([]string{"null"}, p.Types...)
+			}
+		}
+	}
+}
+
+// validateArgs is a receiving middleware that answers a tools/call whose
+// arguments do not match its tool's input schema with a lethe error
+// result (code invalid_argument, the field, no value), and replaces the
+// text of any error result that is not the server's own (the SDK's
+// validation and decoding messages) likewise.
+func validateArgs(inputs map[string]*jsonschema.Schema) sdk.Middleware {
+	return func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			ctr, ok := req.(*sdk.CallToolRequest)
+			if !ok || ctr.Params == nil {
+				return next(ctx, method, req)
+			}
+			if s := inputs[ctr.Params.Name]; s != nil {
+				if err := checkArgs(s, ctr.Params.Arguments); err != nil {
+					return invalidArgs(err), nil
+				}
+			}
+			res, err := next(ctx, method, req)
+			if r, ok := res.(*sdk.CallToolResult); ok && err == nil && r.IsError && !ownError(r) {
+				return invalidArgs(grains.Errorf(lethe.CodeInvalidArgument,
+					"the arguments do not match the tool's input schema")), nil
+			}
+			return res, err
+		}
+	}
+}
+
+// invalidArgs is the error result of arguments that checkArgs refused.
+func invalidArgs(err *lethe.Error) *sdk.CallToolResult {
+	err.Hint = "see the tool's input schema (tools/list)"
+	var res sdk.CallToolResult
+	res.SetError(&resultError{ErrorInfo{Code: string(err.Code), Field: err.Field, Message: err.Message, Hint: err.Hint}})
+	return &res
+}
+
+// ownError reports whether an error result is the server's: its text is an
+// ErrorInfo (or a refused forget's ForgetOutput), a JSON object with "ok".
+func ownError(r *sdk.CallToolResult) bool {
+	if len(r.Content) != 1 {
+		return false
+	}
+	tc, ok := r.Content[0].(*sdk.TextContent)
+	if !ok {
+		return false
+	}
+	var v struct {
+		OK *bool `json:"ok"`
+	}
+	return json.Unmarshal([]byte(tc.Text), &v) == nil && v.OK != nil && !*v.OK
+}
+
+// safeName matches the field names an error may name: a caller's unknown
+// key is named only when it looks like a field name, not like data.
+var safeName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// checkArgs checks args against s for the keywords that jsonschema.For
+// infers (type, required, properties, additionalProperties, items).
+func checkArgs(s *jsonschema.Schema, args json.RawMessage) *lethe.Error {
+	var v any = map[string]any{}
+	if len(bytes.TrimSpace(args)) > 0 {
+		d := json.NewDecoder(bytes.NewReader(args))
+		d.UseNumber()
+		if err := d.Decode(&v); err != nil {
+			return grains.Errorf(lethe.CodeInvalidArgument, "the arguments are not JSON")
+		}
+		if v == nil {
+			v = map[string]any{}
+		}
+	}
+	return checkValue(s, v, "")
+}
+
+func checkValue(s *jsonschema.Schema, v any, path string) *lethe.Error {
+	types := s.Types
+	if s.Type != "" {
+		types = []string{s.Type}
+	}
+	if len(types) > 0 {
+		got := jsonType(v)
+		if !slices.Contains(types, got) && !(got == "integer" && slices.Contains(types, "number")) {
+			if path == "" {
+				return grains.Errorf(lethe.CodeInvalidArgument, "the arguments must be a JSON object")
+			}
+			if got == "integer" {
+				got = "number"
+			}
+			return grains.FieldError(lethe.CodeInvalidArgument, path,
+				fmt.Sprintf("wrong type: want %s, not %s", strings.Join(types, " or "), got))
+		}
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for _, name := range s.Required {
+			if _, ok := v[name]; !ok {
+				return grains.FieldError(lethe.CodeInvalidArgument, join(path, name), "is required")
+			}
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if p := s.Properties[k]; p != nil {
+				if err := checkValue(p, v[k], join(path, k)); err != nil {
+					return err
+				}
+				continue
+			}
+			ap := s.AdditionalProperties
+			if ap == nil {
+				continue
+			}
+			if ap.Not != nil {
+				if safeName.MatchString(k) {
+					return grains.FieldError(lethe.CodeInvalidArgument, join(path, k), "unknown field")
+				}
+				if path == "" {
+					return grains.Errorf(lethe.CodeInvalidArgument, "unknown field")
+				}
+				return grains.FieldError(lethe.CodeInvalidArgument, path, "unknown field")
+			}
+			// A map's keys are data (metadata): the path stops at the map.
+			if err := checkValue(ap, v[k], path); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if s.Items != nil {
+			for i, e := range v {
+				if err := checkValue(s.Items, e, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// jsonType is the JSON Schema type of a value decoded with UseNumber.
+func jsonType(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case json.Number:
+		if _, err := v.Int64(); err == nil {
+			return "integer"
+		}
+		if f, err := v.Float64(); err == nil && f == math.Trunc(f) {
+			return "integer"
+		}
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "unknown"
+}
