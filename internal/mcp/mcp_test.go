@@ -329,6 +329,7 @@ func TestForgetProtection(t *testing.T) {
 		return len(p.Grains)
 	}
 	before := count()
+	reasons := map[string]string{}
 	for _, tc := range []struct {
 		name string
 		args m
@@ -342,6 +343,7 @@ func TestForgetProtection(t *testing.T) {
 		if !res.IsError || out.OK || !out.Preserved || out.Reason == "" || out.Hint == "" || out.Code != "protected" || out.Status != "refused" {
 			t.Errorf("%s: isError=%v %+v, want a preserved refusal", tc.name, res.IsError, out)
 		}
+		reasons[tc.name] = out.Reason
 		if n := count(); n != before {
 			t.Fatalf("%s: %d grains after a refused forget, want %d", tc.name, n, before)
 		}
@@ -350,6 +352,9 @@ func TestForgetProtection(t *testing.T) {
 	out := ok[mcp.ForgetOutput](t, cs, "forget", m{"hash": caveat, "dry_run": true})
 	if !out.DryRun || out.Status != "protected" || out.Reason == "" || out.Count != 1 || out.Preview == "" {
 		t.Errorf("dry run of a caveat: %+v", out)
+	}
+	if out.Reason != reasons["caveat"] {
+		t.Errorf("dry run of a caveat: reason %q, the forget's %q: want the same", out.Reason, reasons["caveat"])
 	}
 	// Unprotected grains: dry run, then the real thing.
 	sup := ok[mcp.SupersedeOutput](t, cs, "supersede", m{"hash": plain, "type": "fact", "content": "is electric and loud"}).Hash

@@ -473,7 +473,8 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	if err == nil && in.DryRun {
 		// The library's dry run: its deletion rolled back, with the
 		// refusal (hold, then protection) the forget would meet.
-		out.Count, out.Hashes, out.Status, out.HeldBy, out.Reason = res.Count, res.Hashes, res.Status, res.HeldBy, res.Reason
+		out.Count, out.Hashes, out.Status, out.HeldBy = res.Count, res.Hashes, res.Status, res.HeldBy
+		out.Reason = protectedReason(res.Reason)
 		switch res.Status {
 		case "protected":
 			out.Hint = "protected grains are kept on purpose and this server never overrides protection"
@@ -490,7 +491,7 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 		var le *lethe.Error
 		errors.As(err, &le)
 		out.OK, out.Preserved, out.Code, out.Status = false, true, string(lethe.CodeProtected), "refused"
-		out.Reason = strings.TrimPrefix(le.Message, "cannot forget a protected grain: ")
+		out.Reason = protectedReason(le.Message)
 		out.Hint = "protected grains are kept on purpose and this server never overrides protection; " + le.Hint
 		return &sdk.CallToolResult{IsError: true}, out, nil
 	}
@@ -502,6 +503,13 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 		out.EventID, out.Pending = res.EventID, res.Pending
 	}
 	return nil, out, nil
+}
+
+// protectedReason is the reason of a protection refusal, the same in a
+// dry run and a real forget: the library's message without its prefix,
+// which code protected already says.
+func protectedReason(msg string) string {
+	return strings.TrimPrefix(msg, "cannot forget a protected grain: ")
 }
 
 // maxSeeds bounds a forget by subject or user: the library's batch limit.
