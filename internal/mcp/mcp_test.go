@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lethe-io/lethe"
@@ -944,6 +946,41 @@ func TestHTTPMalformedBody(t *testing.T) {
 		var info mcp.ErrorInfo
 		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(b, &info) != nil || info.Code != "invalid_argument" {
 			t.Errorf("%s: %d %s, want 400 invalid_argument", body, resp.StatusCode, b)
+		}
+	}
+}
+
+// TestResourceErrorCodes checks that a refused resource read is a JSON-RPC
+// error with a valid code (not 0) that carries lethe's code, field and hint.
+func TestResourceErrorCodes(t *testing.T) {
+	db := openDB(t)
+	cs := connect(t, mcp.Config{Library: db, LockScope: "acme"})
+	ctx := context.Background()
+	hash := strings.Repeat("0", 64)
+	for _, tc := range []struct {
+		uri  string
+		code int64
+		info string // lethe's code, "" for none
+	}{
+		{mcp.GrainURI("other", hash), mcp.CodeRefused, "forbidden"},
+		{mcp.GrainURI("other", hash) + "/history", mcp.CodeRefused, "forbidden"},
+		{mcp.GrainURI("default", hash), sdk.CodeResourceNotFound, ""},
+	} {
+		_, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: tc.uri})
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) {
+			t.Errorf("%s: %v, want a JSON-RPC error", tc.uri, err)
+			continue
+		}
+		if we.Code != tc.code {
+			t.Errorf("%s: code %d (%s), want %d", tc.uri, we.Code, we.Message, tc.code)
+		}
+		if tc.info == "" {
+			continue
+		}
+		var info mcp.ErrorInfo
+		if err := json.Unmarshal(we.Data, &info); err != nil || info.Code != tc.info || info.Field != "memory" || info.Hint == "" {
+			t.Errorf("%s: data %s, want code %s with field and hint", tc.uri, we.Data, tc.info)
 		}
 	}
 }

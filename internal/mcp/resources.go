@@ -3,8 +3,10 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lethe-io/lethe"
@@ -49,13 +51,29 @@ func parseURI(uri string, history bool) (memory, hash string, ok bool) {
 	return parts[0], parts[2], true
 }
 
-// resourceErr turns a library error into a resource read's error: not
-// found as the protocol's own, others with the library's public message.
-func resourceErr(uri string, err error) error {
-	if lethe.ErrorCode(err) == lethe.CodeNotFound {
+// CodeRefused is the JSON-RPC error code of a resource read that lethe
+// refused (forbidden, invalid_memory, unauthorized...): an application
+// code of JSON-RPC 2.0's server range (-32000 to -32099). The error's
+// message and data are the ErrorInfo, with lethe's code, field and hint.
+// A missing grain is MCP's resource not found (the SDK's
+// CodeResourceNotFound: -32602 since the specification's SEP-2164, -32002
+// before), an internal failure -32603.
+const CodeRefused = -32001
+
+// resourceErr turns a library error into a resource read's error.
+func (h *handlers) resourceErr(uri string, err error) error {
+	code := lethe.ErrorCode(err)
+	if code == lethe.CodeNotFound {
 		return sdk.ResourceNotFoundError(uri)
 	}
-	return &resultError{ErrorInfo{Code: string(lethe.ErrorCode(err)), Message: grains.PublicMessage(err)}}
+	info := errorInfo(err)
+	b, _ := json.Marshal(info)
+	rpc := int64(CodeRefused)
+	if code == lethe.CodeInternal {
+		h.cfg.Logger.Error("mcp resource read failed", slog.Any("error", err))
+		rpc = jsonrpc.CodeInternalError
+	}
+	return &jsonrpc.Error{Code: rpc, Message: string(b), Data: b}
 }
 
 func jsonContents(uri string, v any) (*sdk.ReadResourceResult, error) {
@@ -70,18 +88,18 @@ func (h *handlers) readGrain(ctx context.Context, req *sdk.ReadResourceRequest) 
 	uri := req.Params.URI
 	h, err := h.bind(req.Extra)
 	if err != nil {
-		return nil, resourceErr(uri, err)
+		return nil, h.resourceErr(uri, err)
 	}
 	memory, hash, ok := parseURI(uri, false)
 	if !ok {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
 	if _, err := h.memory(memory); err != nil {
-		return nil, resourceErr(uri, err)
+		return nil, h.resourceErr(uri, err)
 	}
 	g, err := h.get(ctx, memory, hash, "hash")
 	if err != nil {
-		return nil, resourceErr(uri, err)
+		return nil, h.resourceErr(uri, err)
 	}
 	return jsonContents(uri, g)
 }
@@ -90,18 +108,18 @@ func (h *handlers) readHistory(ctx context.Context, req *sdk.ReadResourceRequest
 	uri := req.Params.URI
 	h, err := h.bind(req.Extra)
 	if err != nil {
-		return nil, resourceErr(uri, err)
+		return nil, h.resourceErr(uri, err)
 	}
 	memory, hash, ok := parseURI(uri, true)
 	if !ok {
 		return nil, sdk.ResourceNotFoundError(uri)
 	}
 	if _, err := h.memory(memory); err != nil {
-		return nil, resourceErr(uri, err)
+		return nil, h.resourceErr(uri, err)
 	}
 	chain, err := h.chain(ctx, memory, hash)
 	if err != nil {
-		return nil, resourceErr(uri, err)
+		return nil, h.resourceErr(uri, err)
 	}
 	if chain == nil {
 		chain = []lethe.Grain{}

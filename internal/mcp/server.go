@@ -301,6 +301,16 @@ func (e *resultError) Error() string {
 
 // fail turns err into a tool error result.
 func (h *handlers) fail(tool string, err error) error {
+	info := errorInfo(err)
+	if info.Code == string(lethe.CodeInternal) {
+		h.cfg.Logger.Error("mcp tool failed", slog.String("tool", tool), slog.Any("error", err))
+	}
+	return &resultError{info}
+}
+
+// errorInfo is the ErrorInfo of err: its code, public message, field and
+// hint.
+func errorInfo(err error) ErrorInfo {
 	info := ErrorInfo{Code: string(lethe.ErrorCode(err)), Message: grains.PublicMessage(err)}
 	var le *lethe.Error
 	if errors.As(err, &le) {
@@ -309,10 +319,7 @@ func (h *handlers) fail(tool string, err error) error {
 			info.Message = le.Message
 		}
 	}
-	if info.Code == string(lethe.CodeInternal) {
-		h.cfg.Logger.Error("mcp tool failed", slog.String("tool", tool), slog.Any("error", err))
-	}
-	return &resultError{info}
+	return info
 }
 
 // Codes of this package's own refusals (the HTTP API uses the same words).
