@@ -188,12 +188,13 @@ func TestToolsAndSchemas(t *testing.T) {
 				t.Errorf("forget's input schema has no %q", p)
 			}
 		}
-		for _, tl := range []string{"add", "supersede"} {
+		// add requires type; supersede carries it forward (docs/api.md).
+		for tl, want := range map[string][]string{"add": {"type"}, "supersede": {"hash"}} {
 			req := decode[struct {
 				Required []string `json:"required"`
 			}](t, tools[tl].InputSchema).Required
-			if !slices.Contains(req, "type") {
-				t.Errorf("%s's input schema does not require type: %v", tl, req)
+			if !slices.Equal(req, want) {
+				t.Errorf("%s's input schema requires %v, want %v", tl, req, want)
 			}
 		}
 		if len(fin.Required) != 0 {
@@ -982,5 +983,47 @@ func TestResourceErrorCodes(t *testing.T) {
 		if err := json.Unmarshal(we.Data, &info); err != nil || info.Code != tc.info || info.Field != "memory" || info.Hint == "" {
 			t.Errorf("%s: data %s, want code %s with field and hint", tc.uri, we.Data, tc.info)
 		}
+	}
+}
+
+// TestSupersedeSchema checks that supersede's schema allows what
+// docs/api.md says: a field left out carries forward, type included, and
+// null is the empty value of any field; add still requires its type.
+func TestSupersedeSchema(t *testing.T) {
+	db := openDB(t)
+	cs := connect(t, mcp.Config{Library: db})
+	ctx := context.Background()
+	h := ok[mcp.AddOutput](t, cs, "add", m{"type": "belief", "subject": "alice", "relation": "lives_in",
+		"object": "Paris", "content": "she said so", "tags": []string{"home"}}).Hash
+
+	// No type: it carries forward.
+	h2 := ok[mcp.SupersedeOutput](t, cs, "supersede", m{"hash": h, "object": "Madrid"}).Hash
+	g, err := db.Get(ctx, "default", h2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Type != "belief" || g.Object != "Madrid" || g.Content != "she said so" {
+		t.Errorf("supersede without type: %+v, want type belief carried forward", g)
+	}
+
+	// null clears a field, as "" and [] do; a null type carries forward.
+	h3 := ok[mcp.SupersedeOutput](t, cs, "supersede", m{"hash": h2, "type": nil, "content": nil, "tags": nil}).Hash
+	if g, err = db.Get(ctx, "default", h3); err != nil {
+		t.Fatal(err)
+	}
+	if g.Type != "belief" || g.Content != "" || len(g.Tags) != 0 || g.Object != "Madrid" {
+		t.Errorf("supersede with nulls: %+v, want type carried, content and tags cleared", g)
+	}
+
+	// add keeps its schema: type required, content a string.
+	if e := failed(t, cs, "add", m{"content": "x"}); e.Code != "invalid_argument" || e.Field != "type" {
+		t.Errorf("add without type: %+v", e)
+	}
+	if e := failed(t, cs, "add", m{"type": "fact", "subject": "s", "content": nil}); e.Code != "invalid_argument" || e.Field != "content" {
+		t.Errorf("add with null content: %+v", e)
+	}
+	// hash stays required and a string.
+	if e := failed(t, cs, "supersede", m{"hash": nil, "object": "x"}); e.Code != "invalid_argument" || e.Field != "hash" {
+		t.Errorf("supersede with null hash: %+v", e)
 	}
 }

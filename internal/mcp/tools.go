@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lethe-io/lethe"
@@ -191,10 +192,10 @@ func (h *handlers) addTools(s *sdk.Server) {
 			"and on a server that schedules policies it may start the archive ladder.",
 		true, false, true), nil, h.recall)
 	addTool(s, h.inputs, tool("supersede", "Supersede a grain",
-		"Write a new version of a grain. Fields left out carry forward; a field given is set, empty included (\"content\": \"\" clears it, \"tags\": [] clears the tags); "+
+		"Write a new version of a grain. Fields left out carry forward, type included; a field given is set, empty included (\"content\": \"\" or null clears it, \"tags\": [] clears the tags); "+
 			"the old version stays in the history, hidden from default recall. "+
 			"Only the newest version can be superseded, so repeating a call changes nothing.",
-		false, false, true), nil, h.supersede)
+		false, false, true), supersedeSchema, h.supersede)
 	addTool(s, h.inputs, tool("history", "Version history",
 		"A grain's version chain, newest first.", true, false, true), nil, h.history)
 	addTool(s, h.inputs, tool("forget", "Forget grains",
@@ -326,6 +327,14 @@ func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in S
 		return nil, nil, h.fail("supersede", err)
 	}
 	return nil, &SupersedeOutput{Hash: hash, Superseded: in.Hash}, nil
+}
+
+// supersedeSchema makes supersede's input schema say what the tool does:
+// a field left out carries forward, type included, so type is not
+// required; null is the empty value of any grain field (docs/api.md).
+func supersedeSchema(s *jsonschema.Schema) {
+	s.Required = slices.DeleteFunc(s.Required, func(n string) bool { return n == "type" })
+	nullable(grains.SettableFields...)(s)
 }
 
 // namedFields returns the settable grain fields a tool call's arguments
