@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
 	lethemcp "github.com/lethe-io/lethe/internal/mcp"
@@ -107,16 +105,14 @@ func cmdMCP(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return usagef("mcp: %v", err)
 	}
-	err = s.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}})
+	// A line that is not JSON-RPC gets a JSON-RPC error reply; the session
+	// goes on (the SDK's IOTransport would end it).
+	err = s.Run(ctx, lethemcp.StdioTransport(e.stdin, e.stdout))
 	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
 		return nil // the client closed stdin, or a signal ended the session
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
 
 // mcpServeConfig is lethe serve's "mcp" section.
 type mcpServeConfig struct {

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1025,5 +1026,66 @@ func TestSupersedeSchema(t *testing.T) {
 	// hash stays required and a string.
 	if e := failed(t, cs, "supersede", m{"hash": nil, "object": "x"}); e.Code != "invalid_argument" || e.Field != "hash" {
 		t.Errorf("supersede with null hash: %+v", e)
+	}
+}
+
+// TestStdioBadLine writes lines that are not JSON-RPC messages to a
+// session over StdioTransport: each gets a JSON-RPC error reply (-32700
+// for a line that is not JSON, -32600 for JSON that is no message) that
+// does not quote it, and the session goes on to answer a ping.
+func TestStdioBadLine(t *testing.T) {
+	s, err := mcp.New(mcp.Config{Library: openDB(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := s.Run(context.Background(), mcp.StdioTransport(inR, outW))
+		outW.Close() // a session that ended has no more replies
+		done <- err
+	}()
+	replies := bufio.NewScanner(outR)
+	next := func() string {
+		t.Helper()
+		if !replies.Scan() {
+			t.Fatalf("no reply: %v", replies.Err())
+		}
+		return replies.Text()
+	}
+	const mark = "mary@example.com"
+	for _, tc := range []struct {
+		line string
+		code int64
+	}{
+		{"not json at all " + mark, jsonrpc.CodeParseError},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"} ` + mark, jsonrpc.CodeParseError},
+		{`{"` + mark + `":1}`, jsonrpc.CodeInvalidRequest},
+		{`[]`, jsonrpc.CodeInvalidRequest},
+	} {
+		if _, err := io.WriteString(inW, tc.line+"\n"); err != nil {
+			t.Fatalf("%s: write: %v (the session ended)", tc.line, err)
+		}
+		reply := next()
+		var r struct {
+			ID    any            `json:"id"`
+			Error *jsonrpc.Error `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(reply), &r); err != nil || r.Error == nil || r.Error.Code != tc.code || r.ID != nil {
+			t.Errorf("%s: reply %s, want error %d with a null id", tc.line, reply, tc.code)
+		}
+		if strings.Contains(reply, mark) {
+			t.Errorf("%s: reply quotes the line: %s", tc.line, reply)
+		}
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","id":7,"method":"ping"}`+"\n")
+	if reply := next(); !strings.Contains(reply, `"id":7`) || !strings.Contains(reply, `"result"`) {
+		t.Errorf("ping after bad lines: %s", reply)
+	}
+	inW.Close()
+	go io.Copy(io.Discard, outR)
+	if err := <-done; err != nil && !errors.Is(err, io.EOF) {
+		t.Errorf("Run: %v", err)
 	}
 }
