@@ -624,3 +624,45 @@ func TestMCPHTTPRequests(t *testing.T) {
 		t.Error("the erased user's grain still reads")
 	}
 }
+
+// TestMCPHTTPForgetRoles pins down the roles a forget needs over /mcp: by
+// hash, dpo; by subject or user_id, dpo and reader, dry run included (the
+// tool finds the grains with a recall, the reader route), where the REST
+// forget by subject or user_id needs dpo alone.
+func TestMCPHTTPForgetRoles(t *testing.T) {
+	ctx := context.Background()
+	m := newMCPHTTP(t, mcpServeConfig{})
+	h, err := m.db.Add(ctx, lethe.Grain{Type: "fact", Subject: "alice", Content: "likes tea", UserID: "u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dpoSecret, _ := m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO}})
+	dpo := m.connect(t, dpoSecret)
+	for _, a := range []args{{"subject": "alice", "dry_run": true}, {"user_id": "u1", "dry_run": true}, {"subject": "alice"}} {
+		if code := errorCode(t, callTool(t, dpo, "forget", a)); code != "forbidden" {
+			t.Errorf("dpo-only forget %v: code %s, want forbidden (the recall needs reader)", a, code)
+		}
+	}
+	if out := structured[lethemcp.ForgetOutput](t, callTool(t, dpo, "forget", args{"hash": h, "dry_run": true}), false); out.Status != "would_forget" {
+		t.Errorf("dpo-only forget by hash: %+v", out)
+	}
+	both := m.connect(t, mustSecret(m.token(t, auth.Spec{Roles: []auth.Role{auth.DPO, auth.Reader}})))
+	if out := structured[lethemcp.ForgetOutput](t, callTool(t, both, "forget", args{"subject": "alice", "dry_run": true}), false); out.Status != "would_forget" || out.Count != 1 {
+		t.Errorf("dpo and reader forget by subject: %+v", out)
+	}
+
+	// The REST route: dpo alone forgets by subject.
+	req, _ := http.NewRequest(http.MethodPost, m.srv.URL+"/api/memories/default/forget",
+		strings.NewReader(`{"subject":"alice","dry_run":true}`))
+	req.Header.Set("Authorization", "Bearer "+dpoSecret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("REST forget by subject with a dpo-only token: %d %s, want 200", resp.StatusCode, b)
+	}
+}
