@@ -52,13 +52,15 @@
 // # Resources
 //
 // lethe://{memory}/grains/{hash} is a grain, lethe://{memory}/grains/{hash}/history
-// its version chain (newest first), both as JSON.
+// its version chain (newest first), both as JSON. A refused read is the
+// JSON-RPC error [CodeRefused] with lethe's code, field and hint.
 //
 // # Transports and authorization
 //
-// [New] returns a server for one [Library]: cmd/lethe runs it over stdio on
-// the embedded store, or on an HTTP client of a lethe server whose token's
-// roles and scopes then apply. [NewHandler] serves the streamable HTTP
+// [New] returns a server for one [Library]: cmd/lethe runs it over stdio
+// ([StdioTransport], which answers a line that is not JSON-RPC with a
+// JSON-RPC error and reads on) on the embedded store, or on an HTTP client
+// of a lethe server whose token's roles and scopes then apply. [NewHandler] serves the streamable HTTP
 // transport, stateless, so any replica answers any request; with
 // [Config.Resolve] each call gets the Library of its own HTTP request's
 // bearer token. lethe serve mounts it at /mcp behind the API's bearer-token
