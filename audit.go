@@ -18,6 +18,8 @@ func WithActor(ctx context.Context, actor string) context.Context {
 
 // ProofByEvent returns the proof of an audit event against the latest
 // signed checkpoint, or an error with code pending if none covers it yet.
+// An eventID that is not 32 lowercase hex digits is invalid_argument
+// (field event); the error never quotes it.
 func (db *DB) ProofByEvent(ctx context.Context, eventID string) (*Proof, error) {
 	return db.journal.Proof(ctx, eventID)
 }

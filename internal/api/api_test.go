@@ -808,7 +808,16 @@ func testAudit(f *fixture) {
 	if _, err := proofs.ParseConsistencyProof(a.body); err != nil {
 		f.t.Errorf("consistency: %v: %s", err, a.body)
 	}
-	f.want(f.call(auditor, "GET", "/api/audit/proof?event=nonexistent", nil), 404, "not_found")
+	// An id that is not an event id is refused before any lookup, and no
+	// answer quotes what it was sent.
+	a = f.call(auditor, "GET", "/api/audit/proof?event=john.doe@example.com", nil)
+	f.want(a, 400, "invalid_argument")
+	var e api.ErrorResponse
+	a.decode(f.t, &e)
+	if e.Field != "event" || strings.Contains(string(a.body), "john") {
+		f.t.Errorf("malformed event id: %s, want field event and no echo", a.body)
+	}
+	f.want(f.call(auditor, "GET", "/api/audit/proof?event="+strings.Repeat("0", 32), nil), 404, "not_found")
 	// Auditors never see content.
 	f.want(f.call(auditor, "POST", "/api/memories/aud/recall", api.RecallRequest{}), 403, "forbidden")
 }

@@ -89,11 +89,7 @@ func (s *Server) auditProof(c *gin.Context) {
 	case hasEvent && (hasIndex || hasSize):
 		err = grains.Errorf(lethe.CodeInvalidArgument, "give event, or index (and size), not both")
 	case hasEvent:
-		if event == "" || len(event) > 128 {
-			err = grains.FieldError(lethe.CodeInvalidArgument, "event", "not an event id")
-			break
-		}
-		p, err = s.lib.ProofByEvent(ctx, event)
+		p, err = s.lib.ProofByEvent(ctx, event) // a malformed id is invalid_argument, unquoted
 	case hasIndex:
 		var i, n uint64
 		if i, err = uintParam("index", index); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/lethe-io/lethe/internal/grains"
@@ -309,8 +310,13 @@ func pendingError(id string) error {
 }
 
 // Proof returns the proof of event id against the latest signed
-// checkpoint, or an error with code pending if none covers it yet.
+// checkpoint, or an error with code pending if none covers it yet. An id
+// that is not 32 lowercase hex digits is invalid_argument with field
+// event, before any lookup, so that no answer quotes it.
 func (j *Journal) Proof(ctx context.Context, id string) (*proofs.Proof, error) {
+	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return nil, grains.FieldError(grains.CodeInvalidArgument, "event", "not an event id (32 lowercase hex digits)")
+	}
 	p, _, err := j.proof(ctx, id)
 	return p, err
 }
