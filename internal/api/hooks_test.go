@@ -84,5 +84,21 @@ func TestHookRoutes(t *testing.T) {
 		f.want(f.call(dpo, "DELETE", base+"/"+h.ID, nil), http.StatusNoContent, "")
 		f.want(f.call(dpo, "DELETE", base+"/"+h.ID, nil), 404, "not_found")
 		f.want(f.call(dpo, "GET", base+"/"+h.ID+"/deliveries", nil), 404, "not_found")
+		// An id that is not a hook id is refused before any lookup, and no
+		// answer quotes what it was sent.
+		for _, r := range []struct{ method, path string }{
+			{"DELETE", ""}, {"POST", "/rotate"}, {"GET", "/deliveries"}, {"POST", "/redeliver"},
+		} {
+			var body any
+			if r.method == "POST" {
+				body = "{}"
+			}
+			a := f.call(dpo, r.method, base+"/john.doe@example.com"+r.path, body)
+			var e api.ErrorResponse
+			a.decode(t, &e)
+			if a.status != 400 || e.Code != "invalid_argument" || e.Field != "id" || strings.Contains(string(a.body), "john") {
+				t.Errorf("%s %s of a malformed id: %d %s, want 400 invalid_argument on id, unquoted", r.method, r.path, a.status, a.body)
+			}
+		}
 	})
 }

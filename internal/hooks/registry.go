@@ -216,6 +216,16 @@ func (r *Registry) Add(ctx context.Context, spec Spec) (*WithSecret, error) {
 	return &WithSecret{Hook: hookOf(row), Secret: FormatSecret(secret)}, nil
 }
 
+// checkID refuses an id that is not a hook id ("hk_" and 16 lowercase hex
+// digits, as Add makes them) before any lookup, so that no not_found
+// answer quotes what the caller sent.
+func checkID(id string) error {
+	if h, ok := strings.CutPrefix(id, "hk_"); !ok || len(h) != 16 || strings.Trim(h, "0123456789abcdef") != "" {
+		return grains.FieldError(grains.CodeInvalidArgument, "id", "not a hook id")
+	}
+	return nil
+}
+
 // List returns the hooks of memory, oldest first, without secrets.
 func (r *Registry) List(ctx context.Context, memory string) ([]Hook, error) {
 	rows, err := r.store.Hooks(ctx, memory)
@@ -231,12 +241,18 @@ func (r *Registry) List(ctx context.Context, memory string) ([]Hook, error) {
 
 // Remove deletes hook id of memory and its undelivered deliveries.
 func (r *Registry) Remove(ctx context.Context, memory, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
 	return r.store.DeleteHook(ctx, memory, id)
 }
 
 // Rotate gives hook id a new secret and returns it; the previous secret
 // keeps signing for overlap (default 24h; at most 30 days).
 func (r *Registry) Rotate(ctx context.Context, memory, id string, overlap time.Duration) (*WithSecret, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	if overlap == 0 {
 		overlap = 24 * time.Hour
 	}
@@ -264,6 +280,9 @@ func (r *Registry) Rotate(ctx context.Context, memory, id string, overlap time.D
 // Deliveries returns up to 1000 undelivered deliveries of hook id, in
 // state "pending" or "dead" ("" for both), oldest first.
 func (r *Registry) Deliveries(ctx context.Context, memory, id, state string) ([]Undelivered, error) {
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
 	if state != "" && state != store.DeliveryPending && state != store.DeliveryDead {
 		return nil, grains.FieldError(grains.CodeInvalidArgument, "state", "must be pending or dead")
 	}
@@ -286,6 +305,9 @@ func (r *Registry) Deliveries(ctx context.Context, memory, id, state string) ([]
 // now, with a fresh retry budget: delivery, or all of them when delivery
 // is 0. It returns how many.
 func (r *Registry) Redeliver(ctx context.Context, memory, id string, delivery int64) (int64, error) {
+	if err := checkID(id); err != nil {
+		return 0, err
+	}
 	if _, err := r.store.Hook(ctx, memory, id); err != nil {
 		return 0, err
 	}
