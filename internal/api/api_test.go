@@ -191,6 +191,7 @@ func TestAPI(t *testing.T) {
 		t.Run("authentication", func(t *testing.T) { f.t = t; testAuthentication(f) })
 		t.Run("roles", func(t *testing.T) { f.t = t; testRoles(f) })
 		t.Run("scopes", func(t *testing.T) { f.t = t; testScopes(f) })
+		t.Run("scopes_unseen", func(t *testing.T) { f.t = t; testScopesUnseen(f) })
 		t.Run("bad_input", func(t *testing.T) { f.t = t; testBadInput(f) })
 		t.Run("tokens", func(t *testing.T) { f.t = t; testTokens(f) })
 		t.Run("erasure", func(t *testing.T) { f.t = t; testErasure(f) })
@@ -502,11 +503,54 @@ func testScopes(f *fixture) {
 	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"subject": alice}), 403, "forbidden")
 	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"user_id": userU1}), 403, "forbidden")
 	same("POST", "/forget", func(h string) any { return map[string]any{"blob_hash": h} }, out)
-	f.want(f.call(scoped, "POST", base+"/forget", map[string]any{"hashes": []string{in, out}}), 404, "not_found")
-	f.want(f.call(admin, "GET", base+"/grains/"+out, nil), 200, "")
-	a = f.call(scoped, "POST", base+"/forget", map[string]any{"blob_hash": in})
+	a = f.call(scoped, "POST", base+"/forget", map[string]any{"hashes": []string{in, out}})
 	f.want(a, 200, "")
+	var res lethe.ForgetResult
+	a.decode(f.t, &res)
+	if res.Count != 1 || res.Hashes[0] != in {
+		f.t.Errorf("forget [in, out]: %s, want in forgotten and out passed over", a.body)
+	}
+	f.want(f.call(admin, "GET", base+"/grains/"+out, nil), 200, "")
 	f.want(f.call(admin, "GET", base+"/grains/"+in, nil), 404, "not_found")
+}
+
+// testScopesUnseen checks that a scope-limited token learns nothing of the
+// grains outside its scopes: a hash outside them, alone or in a list,
+// answers byte for byte what a hash that names no grain answers, on every
+// route that takes hashes, and no answer names a version outside them.
+func testScopesUnseen(f *fixture) {
+	admin := f.token("admin", []string{"*"})
+	scoped := f.token("writer,reader,dpo", []string{"su"}, "acme/prod")
+	base := "/api/memories/su"
+	missing := strings.Repeat("0", 64)
+
+	in := f.add(admin, "su", api.GrainInput{Type: "fact", Subject: alice, Object: "in", Scope: "acme/prod"})
+	out := f.add(admin, "su", api.GrainInput{Type: "fact", Subject: alice, Object: "out", Scope: "acme/dev"})
+	// same sends body with out and with missing: the two answers must be
+	// the same, byte for byte.
+	same := func(what string, body func(h string) any) answer {
+		f.t.Helper()
+		a := f.call(scoped, "POST", base+what, body(out))
+		m := f.call(scoped, "POST", base+what, body(missing))
+		if got, want := strings.ReplaceAll(string(a.body), out, missing), string(m.body); a.status != m.status || got != want {
+			f.t.Errorf("POST %s: out of scope %d %s, missing %d %s: want the same answer", what, a.status, a.body, m.status, m.body)
+		}
+		return a
+	}
+
+	// 1. Forget by a list: an outside hash is passed over as a missing one,
+	// and nothing is deleted.
+	for _, dry := range []bool{true, false} {
+		a := same("/forget", func(h string) any { return map[string]any{"hashes": []string{h}, "dry_run": dry} })
+		f.want(a, 200, "")
+		same("/forget", func(h string) any { return map[string]any{"hashes": []string{h, h}, "dry_run": dry} })
+		f.want(f.call(admin, "GET", base+"/grains/"+out, nil), 200, "")
+	}
+	a := same("/forget", func(h string) any { return map[string]any{"hashes": []string{in, h}, "dry_run": true} })
+	if !strings.Contains(string(a.body), in) || strings.Contains(string(a.body), out) {
+		f.t.Errorf("dry forget [in, out]: %s, want in and not out", a.body)
+	}
+	same("/forget", func(h string) any { return map[string]any{"blob_hash": h, "dry_run": true} })
 }
 
 func tagList(n int) string {

@@ -304,7 +304,7 @@ func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 
 // forgetSelected forgets what sel selects; force overrides protection
 // rules, never holds. A scope-limited token forgets by hash only, and only
-// chains whose every version is within its scopes.
+// chains whose every version is within its scopes (see withinScopes).
 func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) (*lethe.ForgetResult, error) {
 	memory, ctx, tok := sel.Memory, c.Request.Context(), tokenOf(c)
 	if (sel.Hash != "" || sel.Hashes != nil) && (sel.Subject != "" || sel.UserID != "") {
@@ -322,23 +322,20 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 		if err := sel.Validate(); err != nil {
 			return nil, err
 		}
-		hashes := sel.Hashes
 		if sel.Hash != "" {
-			hashes = []string{sel.Hash}
-		}
-		for _, h := range hashes {
-			chain, err := s.lib.History(ctx, memory, h)
-			if lethe.ErrorCode(err) == lethe.CodeNotFound {
-				continue
+			if _, err := s.withinScopes(c, memory, "blob_hash", []string{sel.Hash}, true); err != nil {
+				return nil, err
 			}
+		} else {
+			kept, err := s.withinScopes(c, memory, "hashes", sel.Hashes, false)
 			if err != nil {
 				return nil, err
 			}
-			for _, g := range chain {
-				if !tok.AllowsScope(g.Scope) {
-					return nil, noGrain(memory, h)
-				}
+			if len(kept) == 0 {
+				// What the library answers a list that names no grain.
+				return &lethe.ForgetResult{DryRun: sel.DryRun, Hashes: []string{}, Status: "not_found"}, nil
 			}
+			sel.Hashes = kept
 		}
 	}
 	forget := s.lib.Forget
@@ -346,6 +343,47 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 		forget = s.lib.ForceForget
 	}
 	return forget(ctx, sel)
+}
+
+// withinScopes returns the hashes a scope-limited token may forget, and
+// refuses one whose chain has a version outside its scopes (forgetting it
+// would delete that version too). A hash outside the token's scopes is no grain to
+// it: passed over as a missing one is, or for a forget by one hash
+// (single) not_found as a missing one is. A hash of a chain already kept
+// is passed over: its chain is forgotten once.
+func (s *Server) withinScopes(c *gin.Context, memory, field string, hashes []string, single bool) ([]string, error) {
+	ctx, tok := c.Request.Context(), tokenOf(c)
+	kept := make([]string, 0, len(hashes))
+	seen := map[string]bool{}
+	for _, h := range hashes {
+		if seen[h] {
+			continue
+		}
+		chain, err := s.lib.History(ctx, memory, h)
+		if code := lethe.ErrorCode(err); code == lethe.CodeNotFound || code == lethe.CodeErased {
+			if single {
+				return nil, noGrain(memory, h)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i := slices.IndexFunc(chain, func(g lethe.Grain) bool { return g.Hash == h }); i < 0 || !tok.AllowsScope(chain[i].Scope) {
+			if single {
+				return nil, noGrain(memory, h)
+			}
+			continue
+		}
+		for _, g := range chain {
+			if !tok.AllowsScope(g.Scope) {
+				return nil, noGrain(memory, h)
+			}
+			seen[g.Hash] = true
+		}
+		kept = append(kept, h)
+	}
+	return kept, nil
 }
 
 // narrow turns a selector of hashes and a subject or user into one of the
