@@ -551,6 +551,21 @@ func testScopesUnseen(f *fixture) {
 		f.t.Errorf("dry forget [in, out]: %s, want in and not out", a.body)
 	}
 	same("/forget", func(h string) any { return map[string]any{"blob_hash": h, "dry_run": true} })
+
+	// 2. Archive by hashes: the same.
+	f.want(same("/archive", func(h string) any { return map[string]any{"hashes": []string{h}} }), 404, "not_found")
+	a = f.call(scoped, "POST", base+"/archive", map[string]any{"hashes": []string{in, out}})
+	f.want(a, 200, "")
+	var ar lethe.ArchiveResult
+	a.decode(f.t, &ar)
+	if ar.Archived != 1 || len(ar.Hashes) != 1 || ar.Hashes[0] != in {
+		f.t.Errorf("archive [in, out]: %s, want in archived and out passed over", a.body)
+	}
+	var g lethe.Grain
+	f.call(admin, "GET", base+"/grains/"+out, nil).decode(f.t, &g)
+	if g.Archived {
+		f.t.Error("a scoped archive archived a grain outside its scopes")
+	}
 }
 
 func tagList(n int) string {
@@ -1144,7 +1159,8 @@ func testForgetting(f *fixture) {
 	f.want(f.call(dpo, "POST", base+"/risk-sweep", map[string]any{"dry_run": true}), 403, "forbidden")
 	f.want(f.call(dpo, "GET", base+"/archive/candidates", nil), 403, "forbidden")
 	other := f.add(admin, "fg", api.GrainInput{Type: "fact", Subject: "other-one", Scope: "other"})
-	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"hashes": []string{other}}), 403, "forbidden")
+	// A grain outside its scopes is no grain to it (see testScopesUnseen).
+	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"hashes": []string{other}}), 404, "not_found")
 	f.want(f.call(dpo, "POST", base+"/archive", map[string]any{"hashes": []string{fresh}}), 200, "")
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/gin-gonic/gin"
 
@@ -47,24 +48,13 @@ func (s *Server) archive(c *gin.Context, req *ArchiveRequest) (reply, error) {
 		if req.Trigger != "" || req.DryRun {
 			return nil, grains.Errorf(lethe.CodeInvalidArgument, "archive hashes, or run the ladder with trigger and dry_run: not both")
 		}
+		hashes := req.Hashes
 		if tok.Scoped() {
-			if len(req.Hashes) > grains.MaxBatch {
-				return nil, grains.FieldError(lethe.CodeTooLarge, "hashes", "at most 10000 hashes")
-			}
-			for _, h := range req.Hashes {
-				g, err := s.lib.Get(ctx, memory, h)
-				if code := lethe.ErrorCode(err); code == lethe.CodeNotFound {
-					continue
-				}
-				if err != nil {
-					return nil, err
-				}
-				if !tok.AllowsScope(g.Scope) {
-					return nil, outOfScope("hashes")
-				}
+			if hashes, err = s.visibleHashes(c, memory, req.Hashes); err != nil {
+				return nil, err
 			}
 		}
-		res, err = s.lib.ArchiveGrains(ctx, memory, req.Hashes)
+		res, err = s.lib.ArchiveGrains(ctx, memory, hashes)
 	} else {
 		if tok.Scoped() {
 			return nil, unscopedOnly("run the archive ladder")
@@ -75,6 +65,35 @@ func (s *Server) archive(c *gin.Context, req *ArchiveRequest) (reply, error) {
 		return nil, err
 	}
 	return receiptReply{res.Receipt, res}, nil
+}
+
+// visibleHashes returns the hashes of an archive by a scope-limited token
+// that name grains within its scopes. A hash outside them is no grain to
+// the token: passed over as a missing one is, and when none is left the
+// answer is the library's for a list that names no grain. A list the
+// library refuses whatever it holds (empty, too long, malformed) is
+// returned as it is, for the library's refusal.
+func (s *Server) visibleHashes(c *gin.Context, memory string, hashes []string) ([]string, error) {
+	if len(hashes) == 0 || len(hashes) > grains.MaxBatch || slices.ContainsFunc(hashes, func(h string) bool { return !grains.ValidHash(h) }) {
+		return hashes, nil
+	}
+	var kept []string
+	for _, h := range hashes {
+		g, err := s.lib.Get(c.Request.Context(), memory, h)
+		if code := lethe.ErrorCode(err); code == lethe.CodeNotFound || code == lethe.CodeErased {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if tokenOf(c).AllowsScope(g.Scope) {
+			kept = append(kept, h)
+		}
+	}
+	if kept == nil {
+		return nil, grains.NoGrains(memory)
+	}
+	return kept, nil
 }
 
 // archiveCandidates lists the grains whose retrieval score says they

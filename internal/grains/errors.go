@@ -75,6 +75,17 @@ func NoGrain(memory, hash string) *Error {
 	return Errorf(CodeNotFound, "no grain %s in memory %s", hash, memory)
 }
 
+// NoGrains is the not_found error for a list of hashes none of which names
+// a grain of memory ("" means the default memory): what an archive of
+// such a list answers, and what a scope-limited token hears of a list
+// whose grains are all outside its scopes.
+func NoGrains(memory string) *Error {
+	if memory == "" {
+		memory = DefaultMemory
+	}
+	return Errorf(CodeNotFound, "no such grain in memory %s", memory)
+}
+
 // FieldError returns an *Error about one field.
 func FieldError(code Code, field, message string) *Error {
 	return &Error{Code: code, Field: field, Message: message}

@@ -192,7 +192,7 @@ func (s *Sweeper) ArchiveGrains(ctx context.Context, memory string, hashes []str
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, grains.Errorf(grains.CodeNotFound, "no such grain in memory %s", memory)
+		return nil, grains.NoGrains(memory)
 	}
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
