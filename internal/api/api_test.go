@@ -566,6 +566,52 @@ func testScopesUnseen(f *fixture) {
 	if g.Archived {
 		f.t.Error("a scoped archive archived a grain outside its scopes")
 	}
+
+	// 3. A version chain across scopes: c1 in acme/prod, superseded by c2
+	// in acme/dev; d1 in acme/dev, superseded by d2 in acme/prod. The
+	// token reads c1 and d2 but learns neither c2 nor d1.
+	c1 := f.add(admin, "su", api.GrainInput{Type: "fact", Subject: bob, Object: "c", Scope: "acme/prod"})
+	var sup api.SupersedeResponse
+	a = f.call(admin, "POST", base+"/supersede", map[string]any{"blob_hash": c1, "scope": "acme/dev"})
+	f.want(a, 201, "")
+	a.decode(f.t, &sup)
+	c2 := sup.Hash
+	d1 := f.add(admin, "su", api.GrainInput{Type: "fact", Subject: bob, Object: "d", Scope: "acme/dev"})
+	a = f.call(admin, "POST", base+"/supersede", map[string]any{"blob_hash": d1, "scope": "acme/prod"})
+	f.want(a, 201, "")
+	a.decode(f.t, &sup)
+	d2 := sup.Hash
+	// A link within the token's scopes stays.
+	e1 := f.add(admin, "su", api.GrainInput{Type: "fact", Subject: bob, Object: "e", Scope: "acme/prod"})
+	a = f.call(admin, "POST", base+"/supersede", map[string]any{"blob_hash": e1, "scope": "acme/prod/x"})
+	a.decode(f.t, &sup)
+	e2 := sup.Hash
+	hidden := func(what string, a answer) {
+		f.t.Helper()
+		f.want(a, 200, "")
+		for _, h := range []string{c2, d1} {
+			if strings.Contains(string(a.body), h) {
+				f.t.Errorf("%s names a version outside the token's scopes: %s", what, a.body)
+			}
+		}
+	}
+	for _, h := range []string{c1, d2} {
+		hidden("get", f.call(scoped, "GET", base+"/grains/"+h, nil))
+		hidden("history", f.call(scoped, "GET", base+"/grains/"+h+"/history", nil))
+		hidden("CAL history", f.callType(scoped, "POST", base+"/cal", "text/cal", `HISTORY OF "`+h+`"`))
+	}
+	hidden("recall", f.call(scoped, "POST", base+"/recall", api.RecallRequest{Subject: bob, IncludeSuperseded: true}))
+	hidden("recall", f.call(scoped, "POST", base+"/recall", api.RecallRequest{Subject: bob}))
+	hidden("CAL recall", f.callType(scoped, "POST", base+"/cal", "text/cal", `RECALL WHERE subject = "`+bob+`"`))
+	hidden("CAL history by subject", f.callType(scoped, "POST", base+"/cal", "text/cal", `HISTORY WHERE subject = "`+bob+`"`))
+	f.call(scoped, "GET", base+"/grains/"+e1, nil).decode(f.t, &g)
+	if g.SupersededBy != e2 {
+		f.t.Errorf("superseded_by within the token's scopes = %q, want %s", g.SupersededBy, e2)
+	}
+	f.call(scoped, "GET", base+"/grains/"+e2, nil).decode(f.t, &g)
+	if g.Supersedes != e1 {
+		f.t.Errorf("supersedes within the token's scopes = %q, want %s", g.Supersedes, e1)
+	}
 }
 
 func tagList(n int) string {

@@ -143,7 +143,52 @@ func (s *Server) recallQuery(c *gin.Context, q lethe.Query) (*lethe.Page, error)
 		}
 		q.Scope = scope
 	}
-	return s.lib.Recall(c.Request.Context(), q)
+	page, err := s.lib.Recall(c.Request.Context(), q)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.hideLinks(c, q.Memory, page.Grains); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// hideLinks clears, for a scope-limited token, the links (supersedes,
+// superseded_by) of gs that name a version outside its scopes, or one it
+// cannot read: the token learns no hash of a version it cannot get. A
+// version gs does not hold is read to learn its scope.
+func (s *Server) hideLinks(c *gin.Context, memory string, gs []lethe.Grain) error {
+	tok := tokenOf(c)
+	if !tok.Scoped() {
+		return nil
+	}
+	visible := make(map[string]bool, len(gs))
+	for i := range gs {
+		visible[gs[i].Hash] = !gs[i].Erased && tok.AllowsScope(gs[i].Scope)
+	}
+	for i := range gs {
+		for _, link := range []*string{&gs[i].Supersedes, &gs[i].SupersededBy} {
+			if *link == "" {
+				continue
+			}
+			v, ok := visible[*link]
+			if !ok {
+				g, err := s.lib.Get(c.Request.Context(), memory, *link)
+				switch code := lethe.ErrorCode(err); {
+				case err == nil:
+					v = tok.AllowsScope(g.Scope)
+				case code == lethe.CodeNotFound || code == lethe.CodeErased:
+				default:
+					return err
+				}
+				visible[*link] = v
+			}
+			if !v {
+				*link = ""
+			}
+		}
+	}
+	return nil
 }
 
 // hashParam returns the route's hash, checked, so that a malformed one is
@@ -193,7 +238,11 @@ func (s *Server) grain(c *gin.Context, memory, h string) (*lethe.Grain, error) {
 	if !tokenOf(c).AllowsScope(g.Scope) {
 		return nil, noGrain(memory, h)
 	}
-	return g, nil
+	one := []lethe.Grain{*g}
+	if err := s.hideLinks(c, memory, one); err != nil {
+		return nil, err
+	}
+	return &one[0], nil
 }
 
 // history answers a version chain (see chain).
@@ -230,6 +279,9 @@ func (s *Server) chain(c *gin.Context, memory, h string) ([]lethe.Grain, error) 
 			}
 		}
 		chain = kept
+		if err := s.hideLinks(c, memory, chain); err != nil {
+			return nil, err
+		}
 	}
 	if chain == nil {
 		chain = []lethe.Grain{}
