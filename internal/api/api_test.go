@@ -612,6 +612,26 @@ func testScopesUnseen(f *fixture) {
 	if g.Supersedes != e1 {
 		f.t.Errorf("supersedes within the token's scopes = %q, want %s", g.Supersedes, e1)
 	}
+
+	// 4. Forgetting c1 would delete c2, outside the token's scopes: 403
+	// forbidden, naming the field and no hash.
+	for _, body := range []map[string]any{
+		{"blob_hash": c1, "dry_run": true}, {"blob_hash": c1},
+		{"hashes": []string{c1}, "dry_run": true}, {"hashes": []string{missing, c1}},
+	} {
+		a := f.call(scoped, "POST", base+"/forget", body)
+		f.want(a, 403, "forbidden")
+		var e api.ErrorResponse
+		a.decode(f.t, &e)
+		if field := map[bool]string{true: "blob_hash", false: "hashes"}[body["blob_hash"] != nil]; e.Field != field {
+			f.t.Errorf("forget %v: field %q, want %q", body, e.Field, field)
+		}
+		if strings.Contains(string(a.body), c2) || strings.Contains(string(a.body), c1) {
+			f.t.Errorf("forget %v: %s names a hash", body, a.body)
+		}
+	}
+	f.want(f.call(scoped, "GET", base+"/grains/"+c1, nil), 200, "")
+	f.want(f.call(admin, "GET", base+"/grains/"+c2, nil), 200, "")
 }
 
 func tagList(n int) string {

@@ -398,8 +398,9 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 }
 
 // withinScopes returns the hashes a scope-limited token may forget, and
-// refuses one whose chain has a version outside its scopes (forgetting it
-// would delete that version too). A hash outside the token's scopes is no grain to
+// refuses, with forbidden on field, one whose chain has a version outside
+// its scopes (forgetting it would delete that version too; the answer
+// names no hash of it). A hash outside the token's scopes is no grain to
 // it: passed over as a missing one is, or for a forget by one hash
 // (single) not_found as a missing one is. A hash of a chain already kept
 // is passed over: its chain is forgotten once.
@@ -428,8 +429,11 @@ func (s *Server) withinScopes(c *gin.Context, memory, field string, hashes []str
 			continue
 		}
 		for _, g := range chain {
-			if !tok.AllowsScope(g.Scope) {
-				return nil, noGrain(memory, h)
+			// An erased version's scope is unknown: it counts as outside.
+			if g.Erased || !tok.AllowsScope(g.Scope) {
+				return nil, &lethe.Error{Code: CodeForbidden, Field: field,
+					Message: "a version of the chain is outside this token's scopes",
+					Hint:    "forgetting a grain forgets its whole chain; a token without scope limits can"}
 			}
 			seen[g.Hash] = true
 		}
