@@ -207,11 +207,18 @@ func (s *Server) getGrain(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	g, err := s.grain(c, c.Param("memory"), h)
+	memory := c.Param("memory")
+	g, err := s.grain(c, memory, h)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
+	one := []lethe.Grain{*g}
+	if err := s.hideLinks(c, memory, one); err != nil {
+		s.fail(c, err)
+		return
+	}
+	g = &one[0]
 	if w, ok := grainReply(g).(*wireGrain); ok {
 		wireReply{http.StatusOK, w}.send(c)
 		return
@@ -238,11 +245,7 @@ func (s *Server) grain(c *gin.Context, memory, h string) (*lethe.Grain, error) {
 	if !tokenOf(c).AllowsScope(g.Scope) {
 		return nil, noGrain(memory, h)
 	}
-	one := []lethe.Grain{*g}
-	if err := s.hideLinks(c, memory, one); err != nil {
-		return nil, err
-	}
-	return &one[0], nil
+	return g, nil
 }
 
 // history answers a version chain (see chain).
