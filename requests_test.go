@@ -425,6 +425,12 @@ func testNoRequestResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 	type secrets struct{ id, wrapped, sealed []byte }
 	var filed []secrets
 	var ids []string
+	// The users' key names, their blind references, in the order of the
+	// users (their keys were created in that order).
+	refs := raw.query(t, `SELECT name FROM data_keys WHERE memory = ? AND kind = 'user' AND destroyed_us = 0 ORDER BY id`, m)
+	if len(refs) != len(users) {
+		t.Fatalf("%d user keys, want %d", len(refs), len(users))
+	}
 	for _, u := range users {
 		f, err := db.FileErasureRequest(as("tok_a"), lethe.RequestSpec{Memory: m, UserID: u, Reason: "data_subject_request", Reference: "RES-1"})
 		if err != nil {
@@ -489,6 +495,12 @@ func testNoRequestResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 				t.Errorf("%s request: the user id in clear in %v", what, where)
 			}
 		}
+	}
+	if where := raw.tuples(t, "data_keys", refs[0]); len(where) > 0 {
+		t.Errorf("executed request: the erased user's reference remains in %v", where)
+	}
+	if len(raw.tuples(t, "data_keys", refs[1])) == 0 {
+		t.Error("the reference of the user whose request was rejected is not found: the search is blind")
 	}
 }
 

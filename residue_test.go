@@ -305,18 +305,36 @@ func testNoResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 	if len(users) != 4 {
 		t.Fatalf("%d user keys, want 4", len(users))
 	}
+	refs := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'res' AND kind = 'user' AND destroyed_us = 0 ORDER BY id`)
+	if where := raw.residue(t, refs[0]); len(where) == 0 {
+		t.Fatal("a live user key's name is not found in the raw bytes: the search is blind")
+	}
 	if _, err := db.ForgetUser(ctx, "res", "u1"); err != nil {
 		t.Fatal(err)
 	}
 	destroyed := 0
-	for _, w := range users {
+	var erasedRef []byte
+	for i, w := range users {
 		if len(raw.query(t, `SELECT wrapped FROM data_keys WHERE wrapped = ?`, w)) == 0 {
 			destroyed++
 			mustNot("erased user key", w)
+			// The key's name is the user's blind reference: a reader of the
+			// files could see the user come back, or, with the memory key,
+			// test guessed user ids against it.
+			mustNot("erased user's reference", refs[i])
+			erasedRef = refs[i]
 		}
 	}
 	if destroyed != 1 {
 		t.Fatalf("%d user keys destroyed, want 1", destroyed)
+	}
+	// The same user written again: a new key, and nothing in data_keys
+	// links it to the destroyed one.
+	if _, err := db.Add(ctx, lethe.Grain{Memory: "res", Type: "fact", Subject: "back", Relation: "r", Object: "again", UserID: "u1", Scope: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(raw.query(t, `SELECT name FROM data_keys WHERE memory = 'res' AND kind = 'user' AND name = ?`, string(erasedRef))); n != 1 {
+		t.Errorf("%d user keys named by the returning user's reference, want 1 (the live one)", n)
 	}
 
 	// Erase a scope: its key and the keys below it leave no copy.
@@ -334,11 +352,18 @@ func testNoResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 	// Erase a memory.
 	mk := wrapped("res2", "memory", "")
 	sk := wrapped("res2", "scope", "other")
+	refs2 := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'res2' AND kind = 'user' AND destroyed_us = 0 ORDER BY id`)
+	if len(refs2) != 4 {
+		t.Fatalf("%d user keys in res2, want 4", len(refs2))
+	}
 	if _, err := db.EraseMemory(ctx, "res2"); err != nil {
 		t.Fatal(err)
 	}
 	mustNot("erased memory key", mk)
 	mustNot("scope key of an erased memory", sk)
+	for _, ref := range refs2 {
+		mustNot("reference of a user of an erased memory", ref)
+	}
 }
 
 // TestKeyWrapsMigration opens a PostgreSQL store laid out as before the

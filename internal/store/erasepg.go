@@ -13,7 +13,8 @@ import (
 // where the general path takes about sixteen: BEGIN, the memory's lock,
 // the pending cleanup jobs that are not users', the key (with its wrapped
 // form), its grain count and the memory's active holds in one batch; then
-// the wrapped form deleted, the key destroyed, the epoch bumped, the
+// the wrapped form deleted, the key destroyed (and renamed, see
+// destroyedName), the epoch bumped, the
 // cleanup job, the transaction's id, the events mk builds (with their
 // webhook deliveries) and COMMIT in a second. Erasures of a memory hold its
 // lock one after the other, so the time between the two is the erasures'
@@ -30,7 +31,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		b.Queue("BEGIN")
 		b.Queue(lockMemorySQL(true, "$1", "$2"), int32(memoryLockClass), memoryLockKey(spec.Memory))
 		b.Queue(`SELECT count(*) FROM erase_cleanup WHERE memory = $1 AND kind <> $2`, spec.Memory, string(keys.KindUser))
-		b.Queue(`SELECT `+keyCols+`, data_keys.wrapped IS NOT NULL FROM data_keys LEFT JOIN data_key_wraps w ON w.key_id = data_keys.id
+		b.Queue(`SELECT `+keyCols+` FROM data_keys LEFT JOIN data_key_wraps w ON w.key_id = data_keys.id
 			WHERE data_keys.memory = $1 AND data_keys.kind = $2 AND data_keys.name = $3 AND data_keys.destroyed_us = 0 LIMIT 1`,
 			spec.Memory, string(keys.KindUser), spec.Name)
 		b.Queue(`SELECT COALESCE(SUM(c.n), 0) FROM user_grain_counts c WHERE c.key_id = (SELECT id FROM data_keys
@@ -39,7 +40,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		br := pc.SendBatch(ctx, b)
 		var jobs, count int64
 		var key KeyRow
-		var legacy, found bool
+		var found bool
 		var hs []HoldRow
 		_, err := br.Exec()
 		if err == nil {
@@ -50,7 +51,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		}
 		if err == nil {
 			found, err = scanOptional(br.QueryRow(), &key.ID, &key.Memory, &key.Kind, &key.Name, &key.Wrapped, &key.Fingerprint,
-				&key.CreatedUS, &key.DestroyedUS, &legacy)
+				&key.CreatedUS, &key.DestroyedUS)
 		}
 		if err == nil {
 			err = br.QueryRow().Scan(&count)
@@ -83,10 +84,10 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 			}
 		}
 		er.Destroyed = []keys.Record{toRecord(key)}
-		dirty = wrapParts([]int64{key.ID})
-		if legacy {
-			dirty = append(dirty, "data_keys")
-		}
+		// data_keys too: its old tuple holds the user ref the key was
+		// named by (see destroyedName), and the wrapped form of a key an
+		// earlier version stored there.
+		dirty = append(wrapParts([]int64{key.ID}), db.namesDirty()...)
 		var evs []Event
 		if mk != nil {
 			if evs, err = mk(ctx, er); err != nil {
@@ -98,7 +99,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		q.Exec(ctx, `DELETE FROM data_key_wraps WHERE key_id = $1`, key.ID)
 		// Under the memory's lock no other erase can destroy the key; the
 		// statement fails (the message cast to an integer) if one did.
-		q.Exec(ctx, `WITH d AS (UPDATE data_keys SET wrapped = NULL, destroyed_us = $2 WHERE id = $1 AND destroyed_us = 0 RETURNING 1)
+		q.Exec(ctx, `WITH d AS (UPDATE data_keys SET wrapped = NULL, destroyed_us = $2, name = `+destroyedName+` WHERE id = $1 AND destroyed_us = 0 RETURNING 1)
 			SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'a concurrent erase destroyed the key first' END)::int FROM d`, key.ID, spec.Now)
 		q.Exec(ctx, `INSERT INTO erase_epochs (memory, epoch) VALUES ($1, 1) ON CONFLICT (memory) DO UPDATE SET epoch = erase_epochs.epoch + 1`, spec.Memory)
 		q.Exec(ctx, `INSERT INTO erase_cleanup (memory, kind, scope, key_id, created_us) VALUES ($1, $2, '', $3, $4)`,

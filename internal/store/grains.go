@@ -639,10 +639,12 @@ func anys[T any](xs []T) []any {
 	return out
 }
 
-// userKeyIDs returns the ids of every key, live or destroyed, of the user
-// with blind reference ref: rows are found by user through the user_key_id
-// index. (They carry user_ref too, for hold checks, but it is not indexed.)
-// The ids are read first, rather than in a subquery, because SQLite's
+// userKeyIDs returns the id of the live key of the user with blind
+// reference ref, if any: a destroyed key's name is no longer the reference
+// (see destroyedName), and the rows it made unreadable are the cleaner's.
+// Rows are found by user through the user_key_id index. (They carry
+// user_ref too, for hold checks, but it is not indexed.) The ids are read
+// first, rather than in a subquery, because SQLite's
 // planner estimates a subquery's rows poorly and scans instead.
 func userKeyIDs(tx *gorm.DB, memory string, ref []byte) ([]int64, error) {
 	ids, err := column[int64](tx, "SELECT id FROM data_keys WHERE memory = ? AND kind = ? AND name = ? ORDER BY id",

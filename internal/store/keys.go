@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,58 @@ func toRecord(r KeyRow) keys.Record {
 		rec.DestroyedAt = &t
 	}
 	return rec
+}
+
+// destroyedName is the name a key takes, in the statement that destroys
+// it, when its name is personal: a user key's name is the user's blind
+// reference (hex), the same in every key of the user, so a destroyed key
+// that kept it would show a reader of the database that an erased user
+// came back (a new key of the same name), and let whoever holds the memory
+// key test guessed user ids against it. It becomes "erased-<id>", unique
+// per row and telling nothing; no lookup reads a destroyed key by name
+// (the live-key index and every read by name require destroyed_us = 0).
+// Scope and memory keys keep their names (scope paths are stored in clear
+// with the rows), as do request keys (named by request id).
+const destroyedName = `CASE WHEN kind = 'user' THEN 'erased-' || CAST(id AS TEXT) ELSE name END`
+
+// namesDirty returns the tables whose dead tuples hold the names of user
+// keys just destroyed, for noteDestroyed: on PostgreSQL data_keys, whose
+// old tuple keeps the name until the table is rewritten (see scrub.go);
+// none on SQLite, where secure_delete zeroes the old cell and index entry
+// and a checkpoint takes the older page images out of the log.
+func (db *DB) namesDirty() []string {
+	if db.dialect == Postgres {
+		return []string{"data_keys"}
+	}
+	return nil
+}
+
+// migrateDestroyedNames renames the user keys that an earlier version
+// destroyed with their names (see destroyedName), and scrubs the old
+// names as an erase does.
+func (db *DB) migrateDestroyedNames(ctx context.Context) error {
+	var xid int64
+	var n int64
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(`UPDATE data_keys SET name = `+destroyedName+` WHERE kind = ? AND destroyed_us <> 0 AND name NOT LIKE 'erased-%'`,
+			string(keys.KindUser))
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		n = res.RowsAffected
+		if db.dialect == Postgres {
+			return tx.Raw(`SELECT txid_current()`).Scan(&xid).Error
+		}
+		return nil
+	})
+	if err != nil || n == 0 {
+		return err
+	}
+	db.noteDestroyed(xid, db.namesDirty())
+	if err := db.scrubKeys(ctx); err != nil {
+		db.log.Warn("scrub of destroyed keys' names failed; the next erase retries", slog.Any("error", err))
+	}
+	return nil
 }
 
 // LiveKey returns the live key (memory, kind, name), or keys.ErrNoKey.

@@ -223,7 +223,7 @@ func (db *DB) applyTransition(tx *gorm.DB, t *requests.Transition) ([]string, er
 		return nil, err
 	}
 	err = tx.Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0", rows[0].KeyID).
-		Updates(map[string]any{"wrapped": nil, "destroyed_us": now}).Error
+		Updates(map[string]any{"wrapped": nil, "destroyed_us": now, "name": gorm.Expr(destroyedName)}).Error
 	if err != nil {
 		return nil, translate(err, "destroy the request's key")
 	}

@@ -11,8 +11,9 @@
 // chain id, and 16-byte blind tokens. Personal values (user ids, subjects,
 // objects, content, tags, metadata) are never stored outside the blob.
 //
-// A data key row (data_keys) holds the key's memory, kind, name,
-// fingerprint and dates; its wrapped form is in the same row on SQLite and,
+// A data key row (data_keys) holds the key's memory, kind, name (a user
+// key's is the user's blind reference while it lives, "erased-<id>" once
+// destroyed), fingerprint and dates; its wrapped form is in the same row on SQLite and,
 // on PostgreSQL, in data_key_wraps, partitioned by key id so that an
 // erase's scrub rewrites a few thousand rows, not the whole table (see
 // wraps.go and scrub.go).
@@ -264,6 +265,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		return translate(err, "migrate schema")
 	}
 	if err := db.migrateWraps(ctx); err != nil {
+		return translate(err, "migrate schema")
+	}
+	if err := db.migrateDestroyedNames(ctx); err != nil {
 		return translate(err, "migrate schema")
 	}
 	if db.dialect == Postgres {
