@@ -519,3 +519,92 @@ func TestKeyWrapsMigration(t *testing.T) {
 		t.Errorf("erased inline key: residue in %v", where)
 	}
 }
+
+// TestNoResidueAfterCleaner erases a user, has the cleaner delete the
+// user's rows (PurgeErased, the background cleaner paused), and searches
+// the bytes the database keeps while it is still open for the deleted
+// rows' sealed blobs and the user's blind reference they carried (SQLite:
+// every file of the data dir; PostgreSQL: the tuples of the grain table,
+// after the background scrub a forget gets too).
+func TestNoResidueAfterCleaner(t *testing.T) {
+	for _, b := range []string{"sqlite", "postgres"} {
+		t.Run(b, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := lethe.Config{DataDir: dir}
+			var raw rawStore = sqliteRaw{dir: dir}
+			if b == "postgres" {
+				cfg.PostgresDSN = testenv.Postgres(t)
+				raw = pgResidue(t, cfg.PostgresDSN)
+			}
+			db := openDB(t, cfg)
+			db.PauseCleaner()
+			testNoCleanerResidue(t, db, raw)
+		})
+	}
+}
+
+func testNoCleanerResidue(t *testing.T, db *lethe.DB, raw rawStore) {
+	ctx := context.Background()
+	const m = "cleaned"
+	add := func(user string) []string {
+		t.Helper()
+		var batch []lethe.Grain
+		for i := range 5 {
+			batch = append(batch, lethe.Grain{Memory: m, Type: "fact", Subject: fmt.Sprintf("s%d", i), Relation: "r",
+				Object: fmt.Sprintf("%s-%d", user, i), UserID: user, Scope: "acme"})
+		}
+		hs, err := db.AddBatch(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hs
+	}
+	erased, kept := add("erased-user"), add("kept-user")
+	one := func(q, hash string) []byte {
+		t.Helper()
+		got := raw.query(t, q, hash)
+		if len(got) != 1 || len(got[0]) < 16 {
+			t.Fatalf("%s %s: %d rows", q, hash, len(got))
+		}
+		return got[0]
+	}
+	var blobs [][]byte
+	for _, h := range erased {
+		blobs = append(blobs, one(`SELECT blob FROM grains WHERE hash = ?`, h))
+	}
+	ref := one(`SELECT user_ref FROM grains WHERE hash = ?`, erased[0])
+	keptBlob := one(`SELECT blob FROM grains WHERE hash = ?`, kept[0])
+	if len(raw.tuples(t, "grains", blobs[0])) == 0 || len(raw.tuples(t, "grains", ref)) == 0 {
+		t.Fatal("a live sealed row or user ref is not found in the raw bytes: the search is blind")
+	}
+	if _, err := db.ForgetUser(ctx, m, "erased-user"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.PurgeErased(ctx); err != nil || n != len(erased) {
+		t.Fatalf("PurgeErased: %d rows, %v; want %d", n, err, len(erased))
+	}
+	// SQLite: gone when PurgeErased returns. PostgreSQL vacuums the grain
+	// tables in the background, as after a forget: wait for the tuples to
+	// leave the heap.
+	deadline := time.Now()
+	if _, ok := raw.(pgRaw); ok {
+		deadline = deadline.Add(30 * time.Second)
+	}
+	for {
+		var where []string
+		for _, b := range append(blobs, ref) {
+			where = append(where, raw.tuples(t, "grains", b)...)
+		}
+		if len(where) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("rows the cleaner deleted: residue in %v", where)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(raw.tuples(t, "grains", keptBlob)) == 0 {
+		t.Error("the other user's live row is gone too")
+	}
+}

@@ -446,13 +446,21 @@ func (db *DB) Epoch(ctx context.Context, memory string) (int64, error) {
 
 // CleanupErased deletes up to limit rows made unreadable by recorded
 // erasures, with their tag tokens, and removes finished jobs. It returns
-// how many rows it deleted; call it until it returns 0.
+// how many rows it deleted; call it until it returns 0. The deleted rows'
+// residue is scrubbed as a forget's is (see scrubForget): on SQLite before
+// it returns, so that their sealed blobs and blind tokens (the user ref
+// among them) do not wait in the write-ahead log for the next checkpoint.
 func (db *DB) CleanupErased(ctx context.Context, limit int) (int, error) {
 	var jobs []CleanupJob
 	if err := db.gorm.WithContext(ctx).Order("id").Limit(10).Find(&jobs).Error; err != nil {
 		return 0, translate(err, "read cleanup jobs")
 	}
 	total := 0
+	defer func() {
+		if total > 0 {
+			db.scrubForget(ctx)
+		}
+	}()
 	for _, j := range jobs {
 		n, err := db.cleanupJob(ctx, j, limit-total)
 		if err != nil {

@@ -146,8 +146,8 @@ func (db *DB) scrubKeys(ctx context.Context) error {
 	return nil
 }
 
-// scrubForget removes the residue of deleted grain rows after a forget
-// committed: on SQLite at once (a checkpoint), on PostgreSQL in the
+// scrubForget removes the residue of deleted grain rows after a forget (or
+// a round of the cleaner, see CleanupErased) committed: on SQLite at once (a checkpoint), on PostgreSQL in the
 // background (DrainPostings, then a plain VACUUM of the grain tables), at
 // once after a quiet period and at most once per grainScrubPace under
 // load.
