@@ -608,3 +608,71 @@ func testNoCleanerResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 		t.Error("the other user's live row is gone too")
 	}
 }
+
+// TestDestroyedNamesMigrate opens a store where a destroyed user key still
+// has its name, the user's blind reference (as an earlier version left
+// it), and checks that opening renames it and scrubs the name's bytes.
+func TestDestroyedNamesMigrate(t *testing.T) {
+	for _, b := range []string{"sqlite", "postgres"} {
+		t.Run(b, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			cfg := lethe.Config{DataDir: dir}
+			var raw rawStore = sqliteRaw{dir: dir}
+			exec := func(q string, args ...any) {
+				t.Helper()
+				db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "lethe.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if _, err := db.Exec(q, args...); err != nil {
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if b == "postgres" {
+				cfg.PostgresDSN = testenv.Postgres(t)
+				p := pgResidue(t, cfg.PostgresDSN)
+				raw = p
+				exec = func(q string, args ...any) {
+					t.Helper()
+					if _, err := p.conn.Exec(ctx, pgPlaceholders(q), args...); err != nil {
+						t.Fatalf("%s: %v", q, err)
+					}
+				}
+			}
+			db, err := lethe.Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Add(ctx, lethe.Grain{Memory: "mig", Type: "fact", Subject: "s", Relation: "r", Object: "o", UserID: "gone"}); err != nil {
+				t.Fatal(err)
+			}
+			names := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'mig' AND kind = 'user' AND destroyed_us = 0`)
+			if len(names) != 1 {
+				t.Fatalf("%d user keys, want 1", len(names))
+			}
+			if _, err := db.ForgetUser(ctx, "mig", "gone"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.PurgeErased(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			// The layout before: the destroyed key keeps its name.
+			exec(`UPDATE data_keys SET name = ? WHERE memory = 'mig' AND kind = 'user'`, string(names[0]))
+			if len(raw.residue(t, names[0])) == 0 {
+				t.Fatal("the name put back is not found in the raw bytes: the search is blind")
+			}
+			openDB(t, cfg)
+			if where := raw.residue(t, names[0]); len(where) > 0 {
+				t.Errorf("a destroyed key's name after the migration: residue in %v", where)
+			}
+			if got := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'mig' AND kind = 'user'`); len(got) != 1 || !strings.HasPrefix(string(got[0]), "erased-") {
+				t.Errorf("the destroyed key's name after the migration: %q", got)
+			}
+		})
+	}
+}
