@@ -496,7 +496,7 @@ func testNoRequestResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 			}
 		}
 	}
-	if where := raw.tuples(t, "data_keys", refs[0]); len(where) > 0 {
+	if where := nameResidue(t, raw, refs[0]); len(where) > 0 {
 		t.Errorf("executed request: the erased user's reference remains in %v", where)
 	}
 	if len(raw.tuples(t, "data_keys", refs[1])) == 0 {

@@ -294,13 +294,6 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 		if dirty, err = db.deleteWraps(tx, ids); err != nil {
 			return err
 		}
-		if slices.ContainsFunc(victims, func(v KeyRow) bool { return v.Kind == string(keys.KindUser) }) {
-			for _, t := range db.namesDirty() {
-				if !slices.Contains(dirty, t) {
-					dirty = append(dirty, t)
-				}
-			}
-		}
 		res := tx.Model(&KeyRow{}).Where("id IN ? AND destroyed_us = 0", ids).
 			Updates(map[string]any{"wrapped": nil, "destroyed_us": spec.Now, "name": gorm.Expr(destroyedName)})
 		if res.Error != nil {
@@ -363,6 +356,9 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 func (db *DB) ScrubErased(ctx context.Context) {
 	if serr := db.scrubKeys(ctx); serr != nil {
 		db.log.Warn("scrub after erase failed", slog.Any("error", serr))
+	}
+	if db.dialect == Postgres {
+		db.scrubNames(ctx) // the renamed user keys' old tuples
 	}
 }
 

@@ -31,7 +31,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		b.Queue("BEGIN")
 		b.Queue(lockMemorySQL(true, "$1", "$2"), int32(memoryLockClass), memoryLockKey(spec.Memory))
 		b.Queue(`SELECT count(*) FROM erase_cleanup WHERE memory = $1 AND kind <> $2`, spec.Memory, string(keys.KindUser))
-		b.Queue(`SELECT `+keyCols+` FROM data_keys LEFT JOIN data_key_wraps w ON w.key_id = data_keys.id
+		b.Queue(`SELECT `+keyCols+`, data_keys.wrapped IS NOT NULL FROM data_keys LEFT JOIN data_key_wraps w ON w.key_id = data_keys.id
 			WHERE data_keys.memory = $1 AND data_keys.kind = $2 AND data_keys.name = $3 AND data_keys.destroyed_us = 0 LIMIT 1`,
 			spec.Memory, string(keys.KindUser), spec.Name)
 		b.Queue(`SELECT COALESCE(SUM(c.n), 0) FROM user_grain_counts c WHERE c.key_id = (SELECT id FROM data_keys
@@ -40,7 +40,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		br := pc.SendBatch(ctx, b)
 		var jobs, count int64
 		var key KeyRow
-		var found bool
+		var legacy, found bool
 		var hs []HoldRow
 		_, err := br.Exec()
 		if err == nil {
@@ -51,7 +51,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		}
 		if err == nil {
 			found, err = scanOptional(br.QueryRow(), &key.ID, &key.Memory, &key.Kind, &key.Name, &key.Wrapped, &key.Fingerprint,
-				&key.CreatedUS, &key.DestroyedUS)
+				&key.CreatedUS, &key.DestroyedUS, &legacy)
 		}
 		if err == nil {
 			err = br.QueryRow().Scan(&count)
@@ -84,10 +84,10 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 			}
 		}
 		er.Destroyed = []keys.Record{toRecord(key)}
-		// data_keys too: its old tuple holds the user ref the key was
-		// named by (see destroyedName), and the wrapped form of a key an
-		// earlier version stored there.
-		dirty = append(wrapParts([]int64{key.ID}), db.namesDirty()...)
+		dirty = wrapParts([]int64{key.ID})
+		if legacy {
+			dirty = append(dirty, "data_keys")
+		}
 		var evs []Event
 		if mk != nil {
 			if evs, err = mk(ctx, er); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -41,23 +40,10 @@ func toRecord(r KeyRow) keys.Record {
 // with the rows), as do request keys (named by request id).
 const destroyedName = `CASE WHEN kind = 'user' THEN 'erased-' || CAST(id AS TEXT) ELSE name END`
 
-// namesDirty returns the tables whose dead tuples hold the names of user
-// keys just destroyed, for noteDestroyed: on PostgreSQL data_keys, whose
-// old tuple keeps the name until the table is rewritten (see scrub.go);
-// none on SQLite, where secure_delete zeroes the old cell and index entry
-// and a checkpoint takes the older page images out of the log.
-func (db *DB) namesDirty() []string {
-	if db.dialect == Postgres {
-		return []string{"data_keys"}
-	}
-	return nil
-}
-
 // migrateDestroyedNames renames the user keys that an earlier version
 // destroyed with their names (see destroyedName), and scrubs the old
 // names as an erase does.
 func (db *DB) migrateDestroyedNames(ctx context.Context) error {
-	var xid int64
 	var n int64
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Exec(`UPDATE data_keys SET name = `+destroyedName+` WHERE kind = ? AND destroyed_us <> 0 AND name NOT LIKE 'erased-%'`,
@@ -66,19 +52,28 @@ func (db *DB) migrateDestroyedNames(ctx context.Context) error {
 			return res.Error
 		}
 		n = res.RowsAffected
-		if db.dialect == Postgres {
-			return tx.Raw(`SELECT txid_current()`).Scan(&xid).Error
-		}
 		return nil
 	})
 	if err != nil || n == 0 {
 		return err
 	}
-	db.noteDestroyed(xid, db.namesDirty())
-	if err := db.scrubKeys(ctx); err != nil {
-		db.log.Warn("scrub of destroyed keys' names failed; the next erase retries", slog.Any("error", err))
-	}
+	db.scrubNames(ctx)
 	return nil
+}
+
+// scrubNames removes the residue of the names of user keys destroyed (and
+// renamed, see destroyedName) by transactions that committed: on SQLite a
+// checkpoint (secure_delete zeroed the old cells and index entries in the
+// pages written; the checkpoint takes the older page images out of the
+// log); on PostgreSQL the background VACUUM a forget gets, whose list
+// holds data_keys: the old tuple leaves the heap's items, but, as a
+// forgotten row's, its bytes can stay in the page's free space until
+// overwritten, and its index entry until autovacuum cleans the index.
+// Rewriting data_keys (VACUUM FULL) would remove them, but costs the whole
+// table under an exclusive lock (about 1 s per 100,000 keys), at every
+// erasure: lethe does not (docs/compliance/erasure.md).
+func (db *DB) scrubNames(ctx context.Context) {
+	db.scrubForget(ctx)
 }
 
 // LiveKey returns the live key (memory, kind, name), or keys.ErrNoKey.

@@ -32,11 +32,9 @@ import (
 // unlinked), which leaves no byte of a dead tuple no snapshot still sees.
 // A partition holds at most wrapBucket keys, so the rewrite costs the same
 // at a thousand keys as at a million. An erase that destroys user keys
-// (of a user or a memory) also renames them (see destroyedName), and the
-// old tuples of data_keys and its index entries still hold the user refs
-// they were named by: the scrub rewrites data_keys too, and that rewrite
-// costs the whole table (about 1 s per 100,000 keys on a development
-// machine, under an exclusive lock on data_keys). A transaction whose snapshot is older
+// (of a user or a memory) also renames them (see destroyedName); the old
+// tuples of data_keys, which hold the user refs they were named by, get a
+// forget's plain VACUUM (see scrubNames). A transaction whose snapshot is older
 // than the erase keeps the dead tuple visible, so VACUUM FULL copies it:
 // the scrub then reports the partition dirty, and the next erase or
 // RetryScrub rewrites it again. After a forget the scrub is a plain VACUUM
@@ -359,7 +357,7 @@ func (db *DB) vacuumGrains(ctx context.Context) error {
 	// about 100 ms without: under a stream of forgets, once a second, it
 	// took most of a core from them. The index entries (row ids, hashes,
 	// blind tokens: never content) go with autovacuum's next run.
-	_, err = conn.ExecContext(ctx, `VACUUM (PARALLEL 0, INDEX_CLEANUP OFF) grains, grain_tags, grain_postings, grain_docs, posting_garbage`)
+	_, err = conn.ExecContext(ctx, `VACUUM (PARALLEL 0, INDEX_CLEANUP OFF) grains, grain_tags, grain_postings, grain_docs, posting_garbage, data_keys`)
 	return err
 }
 
