@@ -182,7 +182,8 @@ func tool(name, title, desc string, readOnly, destructive, idempotent bool) *sdk
 func (h *handlers) addTools(s *sdk.Server) {
 	addTool(s, h.inputs, tool("add", "Add a grain",
 		"Write a grain: a subject/relation/object triple and/or content, with type, namespace, scope, user, tags and importance. "+
-			"Returns its hash; writing the same content again in the same scope returns the existing hash.",
+			"Returns its hash; writing the same grain again in the same scope returns the existing hash "+
+			"(the same content with another importance, confidence or pinned is refused with code conflict: supersede that grain instead).",
 		false, false, true), nil, h.add)
 	addTool(s, h.inputs, tool("recall", "Recall grains",
 		"Find grains by subject, relation, object, type, namespace, scope prefix, user and tags, one page at a time "+
