@@ -216,8 +216,21 @@ func (db *DB) WaitScrubbed(ctx context.Context) error {
 // truncates the log to zero bytes.
 func (db *DB) checkpoint(ctx context.Context) error {
 	var busy, logFrames, done int
-	row := db.gorm.WithContext(ctx).Raw("PRAGMA wal_checkpoint(TRUNCATE)").Row()
-	if err := row.Scan(&busy, &logFrames, &done); err != nil {
+	// Rows, not Row: gorm's prepared-statement pool answers Row with an
+	// empty sql.Row when the statement cannot be prepared (a cancelled
+	// context, a closed store), whose Scan panics.
+	rows, err := db.gorm.WithContext(ctx).Raw("PRAGMA wal_checkpoint(TRUNCATE)").Rows()
+	if err != nil {
+		return translate(err, "checkpoint")
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return translate(err, "checkpoint")
+		}
+		return grains.Errorf(grains.CodeInternal, "checkpoint: no answer")
+	}
+	if err := rows.Scan(&busy, &logFrames, &done); err != nil {
 		return translate(err, "checkpoint")
 	}
 	if busy != 0 {
