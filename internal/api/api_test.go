@@ -720,6 +720,11 @@ func testBadInput(f *fixture) {
 		{"no content type", "POST", "/recall", "-", `{}`, 415, "unsupported_media_type", ""},
 		{"charset ok", "POST", "/recall", "application/json; charset=utf-8", `{}`, 200, "", ""},
 		{"recall limit", "POST", "/recall", "", `{"limit":5000}`, 400, "invalid_argument", "limit"},
+		// An empty value filter never means every value: leave it out.
+		{"recall empty subject", "POST", "/recall", "", `{"subject":""}`, 400, "invalid_argument", "subject"},
+		{"recall blank relation", "POST", "/recall", "", `{"relation":" \t"}`, 400, "invalid_argument", "relation"},
+		{"recall empty object", "POST", "/recall", "", `{"subject":"x","object":""}`, 400, "invalid_argument", "object"},
+		{"recall empty user", "POST", "/recall", "", `{"user_id":""}`, 400, "invalid_argument", "user_id"},
 		{"recall cursor", "POST", "/recall", "", `{"cursor":"abc"}`, 400, "invalid_argument", "cursor"},
 		{"recall unknown", "POST", "/recall", "", `{"text":"x"}`, 400, "invalid_argument", "text"},
 		{"forget nothing", "POST", "/forget", "", `{}`, 400, "empty_selector", ""},

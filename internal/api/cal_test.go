@@ -182,6 +182,11 @@ func TestCALBadInput(t *testing.T) {
 	}
 	f.want(f.callType(tok, "POST", "/api/memories/default/cal", "application/json", `"RECALL"`), http.StatusUnsupportedMediaType, "unsupported_media_type")
 	f.want(f.calCall(tok, "  "), http.StatusBadRequest, "invalid_argument")
+	// An empty value filter never means every value (HISTORY and FORGET
+	// refuse it too).
+	for _, st := range []string{`RECALL WHERE subject = ""`, `RECALL WHERE user_id = " "`} {
+		f.want(f.calCall(tok, st), http.StatusBadRequest, "invalid_argument")
+	}
 	f.want(f.calCall(tok, `RECALL WHERE subject = "`+strings.Repeat("a", 70000)+`"`), http.StatusRequestEntityTooLarge, "payload_too_large")
 	if strings.Contains(f.logs.String(), "zelda") {
 		t.Error("the access log quotes a statement")

@@ -92,6 +92,9 @@ func (s *Server) addGrains(c *gin.Context) {
 // recall answers a query. A scope-limited token's query is kept within its
 // scopes.
 func (s *Server) recall(c *gin.Context, req *RecallRequest) (reply, error) {
+	if err := req.checkFilters(); err != nil {
+		return nil, err
+	}
 	page, err := s.recallQuery(c, req.Query(c.Param("memory")))
 	if err != nil {
 		return nil, err

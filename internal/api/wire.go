@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/lethe-io/lethe"
@@ -106,6 +107,35 @@ type RecallRequest struct {
 	// lethe.Query.Text).
 	Text      string    `json:"query,omitempty"`
 	Embedding []float32 `json:"embedding,omitempty"`
+	// given names the value filters (grains.ValueFilters) the body
+	// gives, empty or not: read from its keys by the server.
+	given []string
+}
+
+// readKeys records the value filters the body names.
+func (r *RecallRequest) readKeys(body []byte) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return
+	}
+	r.given = r.given[:0]
+	for _, f := range grains.ValueFilters {
+		if _, ok := m[f]; ok {
+			r.given = append(r.given, f)
+		}
+	}
+}
+
+// checkFilters refuses a value filter the body gives empty: "" never
+// means "every value" (a filter left out does).
+func (r *RecallRequest) checkFilters() error {
+	for _, f := range r.given {
+		v := map[string]string{"subject": r.Subject, "relation": r.Relation, "object": r.Object, "user_id": r.UserID}[f]
+		if strings.TrimSpace(v) == "" {
+			return grains.EmptyFilter(f)
+		}
+	}
+	return nil
 }
 
 // Query returns r as a query on memory.

@@ -38,6 +38,7 @@ package cal
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -591,6 +592,9 @@ func (p *parser) recall() (Statement, error) {
 		v, err := p.expect(tString, "a quoted value")
 		if err != nil {
 			return nil, err
+		}
+		if slices.Contains(grains.ValueFilters, f) && strings.TrimSpace(v.text) == "" {
+			return nil, p.errAt(v.pos, "%s is empty: leave the condition out to match every value", f)
 		}
 		st.Where = append(st.Where, Cond{Field: f, Value: v.text})
 		if where, err = p.isKeyword("AND"); err != nil {

@@ -202,3 +202,14 @@ func (s *Selector) Validate() error {
 	}
 	return nil
 }
+
+// ValueFilters are the recall filters on a grain's values. One given empty
+// (or only white space) is refused with [EmptyFilter]: "" never means
+// "every value"; a filter left out does.
+var ValueFilters = []string{"subject", "relation", "object", "user_id"}
+
+// EmptyFilter is the error of a recall filter on field given empty.
+func EmptyFilter(field string) *Error {
+	return &Error{Code: CodeInvalidArgument, Field: field, Message: "empty: leave the field out to match every value",
+		Hint: "an empty filter never means everything"}
+}

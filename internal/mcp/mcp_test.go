@@ -308,6 +308,12 @@ func TestGrainTools(t *testing.T) {
 			t.Errorf("%s %v: %+v, want code %s", tc.tool, tc.args, e, tc.code)
 		}
 	}
+	// An empty value filter never means every value: leave it out.
+	for _, f := range []string{"subject", "relation", "object", "user_id"} {
+		if e := failed(t, cs, "recall", m{f: " "}); e.Code != "invalid_argument" || e.Field != f {
+			t.Errorf("recall %s empty: %+v, want invalid_argument field %s", f, e, f)
+		}
+	}
 	if p := ok[mcp.RecallOutput](t, cs, "recall", m{"include_superseded": true}); p.Count != 3 {
 		t.Errorf("after bad input: %d grains, want 3", p.Count)
 	}

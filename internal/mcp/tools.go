@@ -250,6 +250,9 @@ func (h *handlers) recall(ctx context.Context, req *sdk.CallToolRequest, in Reca
 	if err != nil {
 		return nil, nil, h.fail("recall", err)
 	}
+	if err := emptyFilter(req.Params.Arguments, &in); err != nil {
+		return nil, nil, h.fail("recall", err)
+	}
 	q := lethe.Query{Memory: memory, Subject: in.Subject, Relation: in.Relation, Object: in.Object, Type: in.Type,
 		Namespace: in.Namespace, Scope: in.Scope, UserID: in.UserID, Tags: in.Tags,
 		IncludeSuperseded: in.IncludeSuperseded, IncludeArchived: in.IncludeArchived, Limit: in.Limit, Cursor: in.Cursor,
@@ -270,6 +273,24 @@ func (h *handlers) recall(ctx context.Context, req *sdk.CallToolRequest, in Reca
 	}
 	out.Count = len(out.Grains)
 	return nil, out, nil
+}
+
+// emptyFilter refuses a value filter (grains.ValueFilters) the
+// arguments give empty: "" never means "every value" (a filter left out
+// does).
+func emptyFilter(args json.RawMessage, in *RecallInput) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name, v string
+	}{{"subject", in.Subject}, {"relation", in.Relation}, {"object", in.Object}, {"user_id", in.UserID}} {
+		if _, ok := m[f.name]; ok && strings.TrimSpace(f.v) == "" {
+			return grains.EmptyFilter(f.name)
+		}
+	}
+	return nil
 }
 
 // get returns the grain hash in memory, refused when it is outside the lock.
