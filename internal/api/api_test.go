@@ -166,6 +166,16 @@ func (f *fixture) want(a answer, status int, code string) {
 	}
 }
 
+// wantField is want for an error that names field.
+func (f *fixture) wantField(a answer, status int, code, field string) {
+	f.t.Helper()
+	var e api.ErrorResponse
+	json.Unmarshal(a.body, &e)
+	if a.status != status || e.Code != code || e.Field != field {
+		f.t.Errorf("got %d %s, want %d %s field %q", a.status, a.body, status, code, field)
+	}
+}
+
 func (f *fixture) add(token, memory string, g api.GrainInput) string {
 	f.t.Helper()
 	a := f.call(token, "POST", "/api/memories/"+memory+"/grains", g)
@@ -702,7 +712,9 @@ func testBadInput(f *fixture) {
 		{"out of range", "POST", "/grains", "", `{"type":"fact","subject":"x","importance":2}`, 400, "invalid_argument", "importance"},
 		{"empty grain", "POST", "/grains", "", `{"type":"fact"}`, 400, "empty_grain", ""},
 		{"bad scope", "POST", "/grains", "", `{"type":"fact","subject":"x","scope":"a//b"}`, 400, "invalid_scope", "scope"},
-		{"bad created_at", "POST", "/grains", "", `{"type":"fact","subject":"x","created_at":"yesterday"}`, 400, "invalid_argument", ""},
+		{"bad created_at", "POST", "/grains", "", `{"type":"fact","subject":"x","created_at":"yesterday"}`, 400, "invalid_argument", "created_at"},
+		{"numeric created_at", "POST", "/grains", "", `{"type":"fact","subject":"x","created_at":12}`, 400, "invalid_argument", "created_at"},
+		{"bad created_at in batch", "POST", "/grains", "", `{"grains":[{"type":"fact","subject":"x"},{"type":"fact","subject":"y","created_at":"yesterday"}]}`, 400, "invalid_argument", "grains[1].created_at"},
 		{"malformed", "POST", "/grains", "", `{"type":"fact",`, 400, "invalid_argument", ""},
 		{"syntax", "POST", "/grains", "", `{"type":fact}`, 400, "invalid_argument", ""},
 		{"trailing data", "POST", "/grains", "", `{"type":"fact","subject":"x"} {"type":"fact"}`, 400, "invalid_argument", ""},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -59,7 +61,7 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonError(err, b, reflect.TypeOf(v))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return grains.Errorf(lethe.CodeInvalidArgument, "trailing data after the JSON value")
@@ -236,7 +238,9 @@ func hex4(b []byte) (rune, bool) {
 
 var fieldName = regexp.MustCompile(`^[A-Za-z0-9_.\[\]-]{1,64}$`)
 
-func jsonError(err error) error {
+// jsonError turns a decoding error of b into t into a lethe error that
+// names the field, never the value.
+func jsonError(err error, b []byte, t reflect.Type) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
@@ -259,9 +263,82 @@ func jsonError(err error) error {
 		}
 		return grains.FieldError(lethe.CodeInvalidArgument, name, "unknown field")
 	}
-	// Other decoding errors (e.g. a time that is not RFC 3339) may quote the
-	// value: say only that the body is malformed.
+	// Other decoding errors (a value's own UnmarshalJSON: a time that is
+	// not an RFC 3339 string) may quote the value: name the field only.
+	if field, ft := malformedField(b, t, ""); field != "" && fieldName.MatchString(field) {
+		msg := "malformed value"
+		if ft == reflect.TypeFor[time.Time]() {
+			msg = "malformed value: want an RFC 3339 time string"
+		}
+		return &lethe.Error{Code: lethe.CodeInvalidArgument, Field: field, Message: msg, Err: err}
+	}
 	return grains.Wrap(lethe.CodeInvalidArgument, "a field has a malformed value", err)
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// malformedField returns the JSON path (grains[2].created_at) and Go type
+// of the first field of b that does not decode into its field of t, a
+// struct or a pointer to one, or "" when it finds none. It runs only after
+// decoding failed, to name the field of an error that encoding/json
+// reports without one (an UnmarshalJSON's).
+func malformedField(b []byte, t reflect.Type, prefix string) (string, reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return "", nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return "", nil
+	}
+	for _, sf := range reflect.VisibleFields(t) {
+		if !sf.IsExported() || sf.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		raw, ok := m[name]
+		if !ok || json.Unmarshal(raw, reflect.New(sf.Type).Interface()) == nil {
+			continue
+		}
+		path := prefix + name
+		ft := sf.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if reflect.PointerTo(ft).Implements(unmarshalerType) {
+			return path, ft
+		}
+		switch ft.Kind() {
+		case reflect.Struct:
+			if f, et := malformedField(raw, ft, path+"."); f != "" {
+				return f, et
+			}
+		case reflect.Slice:
+			var elems []json.RawMessage
+			if json.Unmarshal(raw, &elems) == nil {
+				for i, e := range elems {
+					if json.Unmarshal(e, reflect.New(ft.Elem()).Interface()) == nil {
+						continue
+					}
+					p := fmt.Sprintf("%s[%d]", path, i)
+					if f, et := malformedField(e, ft.Elem(), p+"."); f != "" {
+						return f, et
+					}
+					return p, ft.Elem()
+				}
+			}
+		}
+		return path, ft
+	}
+	return "", nil
 }
 
 func kindName(t reflect.Type) string {

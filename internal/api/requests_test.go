@@ -35,6 +35,13 @@ func TestErasureRequestsAPI(t *testing.T) {
 		f.want(f.call(dpo1, "POST", base, map[string]any{"reason": "other", "reference": "T-1"}), 400, "empty_selector")
 		f.want(f.call(dpo1, "POST", base, map[string]any{"user_id": user, "scope": "acme", "reason": "other", "reference": "T-1"}), 400, "invalid_argument")
 		f.want(f.call(dpo1, "POST", base, map[string]any{"user_id": user, "reason": "other", "reference": "T-1", "due": "2001-01-01T00:00:00Z"}), 400, "invalid_argument")
+		for _, due := range []any{"garbage", 12} {
+			a := f.call(dpo1, "POST", base, map[string]any{"user_id": user, "reason": "other", "reference": "T-1", "due": due})
+			f.wantField(a, 400, "invalid_argument", "due")
+			if strings.Contains(string(a.body), "garbage") {
+				t.Errorf("due %v: the error quotes the value: %s", due, a.body)
+			}
+		}
 		f.want(f.call(scoped, "POST", base, map[string]any{"user_id": user, "reason": "other", "reference": "T-1"}), 403, "forbidden")
 		f.want(f.call(w, "POST", base, map[string]any{"user_id": user, "reason": "other", "reference": "T-1"}), 403, "forbidden")
 		f.want(f.call(dpo1, "GET", base+"?status=done", nil), 400, "invalid_argument")
