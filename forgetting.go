@@ -64,7 +64,8 @@ func ParsePolicy(b []byte) (*Policy, error) { return forgetting.Parse(b) }
 // HalfLifeDays, DecayPerDay or StrengthDays; Threshold (grains whose
 // retention is below it are forgotten); MinAgeDays (younger grains are
 // never candidates); Batch (candidates forgotten per transaction and per
-// grain.purge event); Namespace (limits the purge to one namespace); DryRun
+// grain.purge event, at most 10,000: more is too_large, below 0
+// invalid_argument); Namespace (limits the purge to one namespace); DryRun
 // (report, change nothing).
 type PurgeOptions = sweep.PurgeOptions
 
@@ -99,7 +100,8 @@ type ArchiveOptions = sweep.ArchiveOptions
 type ArchiveResult = sweep.ArchiveResult
 
 // RiskOptions tunes a risk sweep: Batch is the number of grains per
-// transaction (default: the decay purge's batch); DryRun reports what the
+// transaction (0: the decay purge's batch; at most 10,000: more is
+// too_large, below 0 invalid_argument); DryRun reports what the
 // sweep would do and changes nothing.
 type RiskOptions = sweep.RiskOptions
 

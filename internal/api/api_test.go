@@ -731,7 +731,9 @@ func testBadInput(f *fixture) {
 		{"form", "POST", "/recall", "application/x-www-form-urlencoded", `a=b`, 415, "unsupported_media_type", ""},
 		{"no content type", "POST", "/recall", "-", `{}`, 415, "unsupported_media_type", ""},
 		{"charset ok", "POST", "/recall", "application/json; charset=utf-8", `{}`, 200, "", ""},
-		{"recall limit", "POST", "/recall", "", `{"limit":5000}`, 400, "invalid_argument", "limit"},
+		// Over a bound: too_large; under the least value: invalid_argument.
+		{"recall limit", "POST", "/recall", "", `{"limit":1001}`, 400, "too_large", "limit"},
+		{"recall negative limit", "POST", "/recall", "", `{"limit":-1}`, 400, "invalid_argument", "limit"},
 		// An empty value filter never means every value: leave it out.
 		{"recall empty subject", "POST", "/recall", "", `{"subject":""}`, 400, "invalid_argument", "subject"},
 		{"recall blank relation", "POST", "/recall", "", `{"relation":" \t"}`, 400, "invalid_argument", "relation"},
@@ -788,6 +790,9 @@ func testBadInput(f *fixture) {
 		{"duplicate metadata key", "POST", "/grains", "", `{"type":"fact","subject":"a","metadata":{"k":"1","k":"2"}}`, 400, "invalid_argument", "k"},
 		{"batch over 65536 tags", "POST", "/grains", "", tagBatch(1025, 64), 400, "too_large", "grains"},
 		{"purge batch over 10000", "POST", "/purge/stale", "", `{"batch":10001,"dry_run":true}`, 400, "too_large", "batch"},
+		{"purge negative batch", "POST", "/purge/stale", "", `{"batch":-5,"dry_run":true}`, 400, "invalid_argument", "batch"},
+		{"risk-sweep batch over 10000", "POST", "/risk-sweep", "", `{"batch":10001,"dry_run":true}`, 400, "too_large", "batch"},
+		{"risk-sweep negative batch", "POST", "/risk-sweep", "", `{"batch":-1,"dry_run":true}`, 400, "invalid_argument", "batch"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}

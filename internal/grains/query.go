@@ -67,8 +67,13 @@ func (q *Query) Validate() error {
 	if err := ValidateScope(q.Scope); err != nil {
 		return err
 	}
-	if q.Limit < 0 || q.Limit > MaxLimit {
-		return FieldError(CodeInvalidArgument, "limit", "must be in [1,1000]")
+	// A bound passed is too_large, a value under the least one
+	// invalid_argument, as for every bound.
+	if q.Limit < 0 {
+		return FieldError(CodeInvalidArgument, "limit", "must be at least 1 (left out: 100)")
+	}
+	if q.Limit > MaxLimit {
+		return FieldError(CodeTooLarge, "limit", "at most 1000")
 	}
 	if q.Type != "" && !typePattern.MatchString(q.Type) {
 		return FieldError(CodeInvalidArgument, "type", "not a grain type")

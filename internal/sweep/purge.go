@@ -27,7 +27,8 @@ type PurgeOptions struct {
 	// MinAgeDays: younger grains are never candidates.
 	MinAgeDays *int
 	// Batch is the number of candidates forgotten per transaction (and per
-	// grain.purge event).
+	// grain.purge event), at most grains.MaxBatch (0: the policy's; below 0
+	// is an error).
 	Batch int
 	// Namespace limits the purge to one namespace.
 	Namespace string
@@ -87,6 +88,19 @@ func (s *Sweeper) PurgeStale(ctx context.Context, opts PurgeOptions) (*PurgeResu
 	return s.purgeStale(ctx, opts, true)
 }
 
+// checkBatch checks the batch of a purge or risk sweep, 0 for the
+// policy's: over grains.MaxBatch is too_large, below 0 invalid_argument,
+// both naming the field batch.
+func checkBatch(batch int) error {
+	switch {
+	case batch > grains.MaxBatch:
+		return grains.FieldError(grains.CodeTooLarge, "batch", "at most 10000")
+	case batch < 0:
+		return grains.FieldError(grains.CodeInvalidArgument, "batch", "must be at least 1 (left out: the policy's)")
+	}
+	return nil
+}
+
 // decayPolicy returns the policy with opts' overrides, validated.
 func (s *Sweeper) decayPolicy(opts *PurgeOptions) (*forgetting.Policy, error) {
 	p := *s.policy
@@ -108,8 +122,8 @@ func (s *Sweeper) decayPolicy(opts *PurgeOptions) (*forgetting.Policy, error) {
 	if opts.MinAgeDays != nil {
 		d.MinAgeDays = *opts.MinAgeDays
 	}
-	if opts.Batch > grains.MaxBatch {
-		return nil, grains.FieldError(grains.CodeTooLarge, "batch", "at most 10000")
+	if err := checkBatch(opts.Batch); err != nil {
+		return nil, err
 	}
 	if opts.Batch != 0 {
 		d.Batch = opts.Batch

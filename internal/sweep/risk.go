@@ -14,8 +14,8 @@ import (
 
 // RiskOptions tunes a risk sweep.
 type RiskOptions struct {
-	// Batch is the number of grains per transaction (default: the decay
-	// purge's batch).
+	// Batch is the number of grains per transaction, at most
+	// grains.MaxBatch (0: the decay purge's batch; below 0 is an error).
 	Batch int
 	// DryRun reports what the sweep would do and changes nothing.
 	DryRun bool
@@ -119,11 +119,11 @@ func (s *Sweeper) riskSweep(ctx context.Context, memory string, opts RiskOptions
 		return nil, err
 	}
 	pol := s.policy
-	if opts.Batch <= 0 {
-		opts.Batch = pol.Decay.Batch
+	if err := checkBatch(opts.Batch); err != nil {
+		return nil, err
 	}
-	if opts.Batch > grains.MaxBatch {
-		return nil, grains.FieldError(grains.CodeInvalidArgument, "batch", "at most 10000")
+	if opts.Batch == 0 {
+		opts.Batch = pol.Decay.Batch
 	}
 	now := s.now().UTC()
 	res := &RiskResult{DryRun: opts.DryRun, Items: []RiskItem{}}
