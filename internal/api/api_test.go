@@ -749,7 +749,8 @@ func testBadInput(f *fixture) {
 		{"forget empty hash", "POST", "/forget", "", `{"blob_hash":""}`, 400, "empty_selector", "blob_hash"},
 		{"forget empty list", "POST", "/forget", "", `{"hashes":[]}`, 400, "empty_selector", "hashes"},
 		{"forget two selectors", "POST", "/forget", "", `{"subject":"a","user_id":"b"}`, 400, "invalid_argument", ""},
-		{"forget bad hash", "POST", "/forget", "", `{"blob_hash":"xyz"}`, 400, "invalid_argument", "hash"},
+		{"forget bad hash", "POST", "/forget", "", `{"blob_hash":"xyz"}`, 400, "invalid_argument", "blob_hash"},
+		{"forget bad hash narrowed", "POST", "/forget", "", `{"blob_hash":"zz","user_id":"u"}`, 400, "invalid_argument", "blob_hash"},
 		{"forget bad hashes", "POST", "/forget", "", `{"hashes":["xyz"]}`, 400, "invalid_argument", "hashes"},
 		{"forget unknown field", "POST", "/forget", "", `{"everything":true}`, 400, "invalid_argument", "everything"},
 		{"supersede bad hash", "POST", "/supersede", "", `{"blob_hash":"XYZ","type":"fact"}`, 400, "invalid_argument", "blob_hash"},
@@ -835,6 +836,12 @@ func testBadInput(f *fixture) {
 	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["*"],"scopes":["a//b"]}`), 400, "invalid_scope")
 	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["*"],"scopes":[]}`), 400, "invalid_scope")
 	f.want(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["*"],"scopes":["/acme//"]}`), 400, "invalid_scope")
+	// A list item's error names the item, not the field of its check.
+	f.wantField(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["M1"]}`), 400, "invalid_memory", "memories[0]")
+	f.wantField(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["m1","Bad!"]}`), 400, "invalid_memory", "memories[1]")
+	f.wantField(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["m1"],"scopes":["a/../b"]}`), 400, "invalid_scope", "scopes[0]")
+	f.wantField(f.call(w, "POST", "/api/tokens", `{"roles":["reader"],"memories":["m1"],"scopes":["acme","/"]}`), 400, "invalid_scope", "scopes[1]")
+	f.wantField(f.call(w, "POST", "/api/tokens", `{"roles":["reader","root"],"memories":["m1"]}`), 400, "invalid_argument", "roles[1]")
 	// Metadata keys are data: case differences are distinct keys there.
 	f.want(f.call(w, "POST", base+"/grains", `{"type":"fact","subject":"meta-case","metadata":{"Env":"a","env":"b"}}`), 201, "")
 	// Sizes and indexes past 2^63-1: a clear 400 naming the parameter.

@@ -351,6 +351,9 @@ func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 			return nil, &lethe.Error{Code: lethe.CodeEmptySelector, Field: f.name,
 				Message: "an empty selector selects nothing; it never means everything"}
 		}
+		if f.name == "blob_hash" && !grains.ValidHash(*f.v) {
+			return nil, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits")
+		}
 		*f.dst = *f.v
 	}
 	res, err := s.forgetSelected(c, sel, req.Force)

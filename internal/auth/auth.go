@@ -145,9 +145,9 @@ func (s *Spec) Validate() error {
 	if len(s.Roles) == 0 {
 		return grains.FieldError(grains.CodeInvalidArgument, "roles", "name at least one role (writer, reader, dpo, auditor, admin)")
 	}
-	for _, r := range s.Roles {
+	for i, r := range s.Roles {
 		if !slices.Contains(Roles, r) {
-			return grains.FieldError(grains.CodeInvalidArgument, "roles", "unknown role (writer, reader, dpo, auditor, admin)")
+			return grains.FieldError(grains.CodeInvalidArgument, fmt.Sprintf("roles[%d]", i), "unknown role (writer, reader, dpo, auditor, admin)")
 		}
 	}
 	slices.Sort(s.Roles)
@@ -165,30 +165,42 @@ func (s *Spec) Validate() error {
 	if len(s.Scopes) > MaxListLen {
 		return grains.FieldError(grains.CodeTooLarge, "scopes", "at most 64 scopes")
 	}
-	for _, m := range s.Memories {
+	for i, m := range s.Memories {
 		if m == AllMemories {
 			continue
 		}
 		if err := grains.ValidateMemory(m); err != nil {
-			return err
+			return inList(err, "memories", i)
 		}
 	}
 	slices.Sort(s.Memories)
 	s.Memories = slices.Compact(s.Memories)
 	for i, p := range s.Scopes {
 		if strings.Trim(p, "/") == "" {
-			return grains.FieldError(grains.CodeInvalidScope, "scopes", "an empty scope prefix; leave scopes out for every scope")
+			return grains.FieldError(grains.CodeInvalidScope, fmt.Sprintf("scopes[%d]", i), "an empty scope prefix; leave scopes out for every scope")
 		}
 		// Refused when malformed, never normalised ("/acme//" is not acme).
 		p, err := grains.CleanScope(p)
 		if err != nil {
-			return err
+			return inList(err, "scopes", i)
 		}
 		s.Scopes[i] = p
 	}
 	slices.Sort(s.Scopes)
 	s.Scopes = slices.Compact(s.Scopes)
 	return nil
+}
+
+// inList returns err, a check of one item of the list field, naming the
+// item (memories[2]) instead of the item's own field (memory).
+func inList(err error, field string, i int) error {
+	var e *grains.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	named := *e
+	named.Field = fmt.Sprintf("%s[%d]", field, i)
+	return &named
 }
 
 // ParseRoles parses a comma-separated role list.
