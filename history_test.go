@@ -349,6 +349,9 @@ func TestExportHistory(t *testing.T) {
 		wantCode(t, err, lethe.CodeNoChain)
 		_, err = db.ExportHistory(ctx, lethe.HistoryRequest{Subject: "nobody", Recipient: id.Recipient().String()})
 		wantCode(t, err, lethe.CodeNoChain)
+		// Both selectors is a malformed request, not an empty one.
+		_, err = db.ExportHistory(ctx, lethe.HistoryRequest{Hash: v1, Subject: "alice", Recipient: id.Recipient().String()})
+		wantCode(t, err, lethe.CodeInvalidArgument)
 		for _, req := range []lethe.HistoryRequest{
 			{Recipient: id.Recipient().String()},
 			{Hash: v1, Subject: "alice", Recipient: id.Recipient().String()},

@@ -1331,6 +1331,9 @@ func testHistoryExport(f *fixture) {
 	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1}), 400, "invalid_argument")
 	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1, "recipient": "nope"}), 400, "invalid_argument")
 	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"recipient": rcpt}), 400, "empty_selector")
-	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1, "subject": alice, "recipient": rcpt}), 400, "empty_selector")
+	// Both selectors is a malformed request, not an empty one (as scope
+	// and scope_path in a scope-erase).
+	f.wantField(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": v1, "subject": alice, "recipient": rcpt}), 400, "invalid_argument", "subject")
+	f.wantField(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": "", "subject": alice, "recipient": rcpt}), 400, "invalid_argument", "subject")
 	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": "xyz", "recipient": rcpt}), 400, "invalid_argument")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/auth"
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // Exporter makes subject access exports and version-chain audit exports.
@@ -80,6 +81,9 @@ func (r historyReply) send(c *gin.Context) {
 // chains without them. A scope-limited token cannot: a chain's versions may
 // lie in other scopes.
 func (s *Server) exportHistory(c *gin.Context, req *HistoryExportRequest) (reply, error) {
+	if req.Hash != nil && req.Subject != nil {
+		return nil, grains.FieldError(lethe.CodeInvalidArgument, "subject", "give hash or subject, not both")
+	}
 	if req.Recipient == nil || strings.TrimSpace(*req.Recipient) == "" {
 		return nil, &lethe.Error{Code: lethe.CodeInvalidArgument, Field: "recipient", Message: "name the age recipient to encrypt the export to"}
 	}

@@ -116,7 +116,10 @@ func (x *Exporter) Export(ctx context.Context, req Request) (*Export, error) {
 	memory := req.Memory
 	var err error
 	req.Subject = grains.NormalizeText(req.Subject)
-	if (req.Hash == "") == (strings.TrimSpace(req.Subject) == "") {
+	switch hash, subject := req.Hash != "", strings.TrimSpace(req.Subject) != ""; {
+	case hash && subject:
+		return nil, grains.FieldError(grains.CodeInvalidArgument, "subject", "name a hash or a subject, not both")
+	case !hash && !subject:
 		return nil, &grains.Error{Code: grains.CodeEmptySelector, Message: "name exactly one of a hash or a subject"}
 	}
 	selector := "subject"
