@@ -44,7 +44,9 @@ func parseFields(typ string, args []string, createdAt string) (lethe.Grain, []st
 		case "user_id":
 			g.UserID = v
 		case "tags":
-			g.Tags = strings.Split(v, ",")
+			// Empty items are left out ("tags=" is no tag): the server
+			// refuses an empty tag, which the library would drop.
+			g.Tags = slices.DeleteFunc(strings.Split(v, ","), func(t string) bool { return strings.TrimSpace(t) == "" })
 		case "embedding":
 			if v == "" {
 				g.Embedding = nil // embedding= clears it in a supersede

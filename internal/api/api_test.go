@@ -720,6 +720,11 @@ func testBadInput(f *fixture) {
 		{"trailing data", "POST", "/grains", "", `{"type":"fact","subject":"x"} {"type":"fact"}`, 400, "invalid_argument", ""},
 		{"trailing garbage", "POST", "/grains", "", `{"type":"fact","subject":"x"}]`, 400, "invalid_argument", ""},
 		{"array body", "POST", "/grains", "", `[]`, 400, "invalid_argument", ""},
+		{"null grains", "POST", "/grains", "", `{"grains":null}`, 400, "invalid_argument", "grains"},
+		{"null tag", "POST", "/grains", "", `{"type":"fact","subject":"x","tags":[null]}`, 400, "invalid_argument", "tags[0]"},
+		{"empty tag", "POST", "/grains", "", `{"type":"fact","subject":"x","tags":["a",""]}`, 400, "invalid_argument", "tags[1]"},
+		{"blank tag in batch", "POST", "/grains", "", `{"grains":[{"type":"fact","subject":"x"},{"type":"fact","subject":"y","tags":[" "]}]}`, 400, "invalid_argument", "grains[1].tags[0]"},
+		{"empty tag in supersede", "POST", "/supersede", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","tags":[""]}`, 400, "invalid_argument", "tags[0]"},
 		{"empty body", "POST", "/grains", "", ``, 400, "invalid_argument", ""},
 		{"mixed single and batch", "POST", "/grains", "", `{"type":"fact","grains":[{"type":"fact","subject":"x"}]}`, 400, "invalid_argument", ""},
 		{"empty batch", "POST", "/grains", "", `{"grains":[]}`, 400, "invalid_argument", "grains"},
@@ -825,6 +830,13 @@ func testBadInput(f *fixture) {
 		if strings.Contains(string(a.body), "yesterday") || strings.Contains(string(a.body), "xxxxxxxx") {
 			f.t.Errorf("%s: the error quotes the input: %s", c.name, short)
 		}
+	}
+	// A null body is no grain: refused as not an object, not as a grain
+	// without a type.
+	a := f.call(w, "POST", base+"/grains", `null`)
+	f.wantField(a, 400, "invalid_argument", "")
+	if !strings.Contains(string(a.body), "must be an object") {
+		f.t.Errorf("null body: %s, want \"must be an object\"", a.body)
 	}
 	f.want(f.call(w, "POST", "/api/memories/Bad!/recall", api.RecallRequest{}), 400, "invalid_memory")
 	f.want(f.call(w, "GET", "/api/audit/entries/minus-one", nil), 400, "invalid_argument")

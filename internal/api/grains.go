@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"slices"
@@ -38,6 +39,20 @@ func (s *Server) addGrains(c *gin.Context) {
 	}
 	if err == nil {
 		err = decodeStrict(body, &req)
+	}
+	// encoding/json takes null for an empty value: a null body would be a
+	// grain with no field, {"grains": null} one too.
+	switch {
+	case err != nil:
+	case bytes.Equal(bytes.TrimSpace(body), []byte("null")):
+		err = grains.Errorf(lethe.CodeInvalidArgument, `the body must be an object: one grain, or {"grains": [...]}`)
+	case batch && req.Grains == nil:
+		err = grains.FieldError(lethe.CodeInvalidArgument, "grains", "must be an array of grains")
+	case req.Grains == nil:
+		err = checkTags("tags", req.Tags)
+	}
+	for i := 0; err == nil && i < len(req.Grains); i++ {
+		err = checkTags(fmt.Sprintf("grains[%d].tags", i), req.Grains[i].Tags)
 	}
 	if err != nil {
 		s.fail(c, err)
@@ -87,6 +102,18 @@ func (s *Server) addGrains(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusCreated, AddBatchResponse{Hashes: hs, Count: len(hs)})
+}
+
+// checkTags refuses an empty tag (or one of white space only, or null,
+// which encoding/json decodes as ""), naming it (tags[2]): the library
+// would drop it, and the write would keep less than it was sent.
+func checkTags(field string, tags []string) error {
+	for i, t := range tags {
+		if strings.TrimSpace(t) == "" {
+			return grains.FieldError(lethe.CodeInvalidArgument, fmt.Sprintf("%s[%d]", field, i), "an empty tag: a tag is a non-empty string")
+		}
+	}
+	return nil
 }
 
 // recall answers a query. A scope-limited token's query is kept within its
@@ -301,6 +328,9 @@ func (s *Server) supersede(c *gin.Context, req *SupersedeRequest) (reply, error)
 	}
 	if !grains.ValidHash(req.BlobHash) {
 		return nil, grains.FieldError(lethe.CodeInvalidArgument, "blob_hash", "must be 64 lowercase hex digits")
+	}
+	if err := checkTags("tags", req.Tags); err != nil {
+		return nil, err
 	}
 	memory := c.Param("memory")
 	h, err := s.supersedeGrain(c, memory, req.BlobHash, req.GrainInput.Grain(memory), req.Set...)
