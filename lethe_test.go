@@ -466,7 +466,7 @@ func testBadInput(t *testing.T, db *lethe.DB) {
 	_, err = db.History(ctx, "", "zz")
 	wantCode(t, err, "invalid_argument")
 	_, err = db.Recall(ctx, lethe.Query{Limit: 5000})
-	wantCode(t, err, "invalid_argument")
+	wantCode(t, err, "too_large")
 	_, err = db.Recall(ctx, lethe.Query{Scope: "a b"})
 	wantCode(t, err, "invalid_scope")
 	for _, sel := range []lethe.Selector{{}, {Hashes: []string{}}, {Subject: "   "}, {Hash: "nothex"},
