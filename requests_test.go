@@ -402,18 +402,9 @@ func TestErasureRequestOnceAcrossReplicas(t *testing.T) {
 // subject, or of the user id in clear: in every file of the SQLite data
 // dir, or in the PostgreSQL tuples of the request, key and audit tables.
 func TestNoResidueAfterRequest(t *testing.T) {
-	for _, b := range []string{"sqlite", "postgres"} {
-		t.Run(b, func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := lethe.Config{DataDir: dir}
-			var raw rawStore = sqliteRaw{dir: dir}
-			if b == "postgres" {
-				cfg.PostgresDSN = testenv.Postgres(t)
-				raw = pgResidue(t, cfg.PostgresDSN)
-			}
-			testNoRequestResidue(t, openDB(t, cfg), raw)
-		})
-	}
+	withRawStores(t, func(t *testing.T, cfg lethe.Config, raw rawStore) {
+		testNoRequestResidue(t, openDB(t, cfg), raw)
+	})
 }
 
 func testNoRequestResidue(t *testing.T, db *lethe.DB, raw rawStore) {

@@ -551,6 +551,16 @@ func TestKeyWrapsMigration(t *testing.T) {
 // every file of the data dir; PostgreSQL: the tuples of the grain table,
 // after the background scrub a forget gets too).
 func TestNoResidueAfterCleaner(t *testing.T) {
+	withRawStores(t, func(t *testing.T, cfg lethe.Config, raw rawStore) {
+		db := openDB(t, cfg)
+		db.PauseCleaner()
+		testNoCleanerResidue(t, db, raw)
+	})
+}
+
+// withRawStores runs test on an embedded store and on a PostgreSQL one,
+// each with the rawStore that reads its bytes.
+func withRawStores(t *testing.T, test func(t *testing.T, cfg lethe.Config, raw rawStore)) {
 	for _, b := range []string{"sqlite", "postgres"} {
 		t.Run(b, func(t *testing.T) {
 			dir := t.TempDir()
@@ -560,9 +570,7 @@ func TestNoResidueAfterCleaner(t *testing.T) {
 				cfg.PostgresDSN = testenv.Postgres(t)
 				raw = pgResidue(t, cfg.PostgresDSN)
 			}
-			db := openDB(t, cfg)
-			db.PauseCleaner()
-			testNoCleanerResidue(t, db, raw)
+			test(t, cfg, raw)
 		})
 	}
 }
