@@ -208,6 +208,9 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 		return er, translate(err, "erase")
 	}
 	db.noteDestroyed(xid, dirty)
+	if slices.ContainsFunc(er.Destroyed, func(r keys.Record) bool { return r.Kind == keys.KindUser }) {
+		db.scrub.names.Store(true)
+	}
 	if !spec.DeferScrub {
 		db.ScrubErased(ctx)
 	}
@@ -357,7 +360,7 @@ func (db *DB) ScrubErased(ctx context.Context) {
 	if serr := db.scrubKeys(ctx); serr != nil {
 		db.log.Warn("scrub after erase failed", slog.Any("error", serr))
 	}
-	if db.dialect == Postgres {
+	if db.dialect == Postgres && db.scrub.names.Swap(false) {
 		db.scrubNames(ctx) // the renamed user keys' old tuples
 	}
 }

@@ -67,6 +67,10 @@ type scrubState struct {
 	grainsAgain   atomic.Bool
 	grainsLast    time.Time
 
+	// names is set when an erase destroyed (and renamed) user keys whose
+	// old names wait for scrubNames (PostgreSQL); ScrubErased clears it.
+	names atomic.Bool
+
 	// wait counts scrub time, for benchmarks.
 	nanos atomic.Int64
 	runs  atomic.Int64
