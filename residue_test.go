@@ -287,17 +287,8 @@ func testNoResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 	}
 	// PostgreSQL vacuums the grain table in the background after a forget:
 	// wait for the tuple to leave the heap.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		where := raw.tuples(t, "grains", blobs[0])
-		if len(where) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("forgotten sealed row: residue in %v", where)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if where := afterScrub(raw, func() []string { return raw.tuples(t, "grains", blobs[0]) }); len(where) > 0 {
+		t.Errorf("forgotten sealed row: residue in %v", where)
 	}
 
 	// Erase a user: the user's wrapped key leaves no copy.
@@ -377,12 +368,20 @@ func testNoResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 // stay in the page's free space: docs/compliance/erasure.md).
 func nameResidue(t *testing.T, raw rawStore, ref []byte) []string {
 	t.Helper()
+	return afterScrub(raw, func() []string { return raw.tuples(t, "data_keys", ref) })
+}
+
+// afterScrub returns what find finds once the scrub of a change that
+// returned is done: on SQLite at once (the scrub ran before the call
+// returned); on PostgreSQL, whose VACUUM runs in the background, what it
+// finds first empty within 30 s, or last.
+func afterScrub(raw rawStore, find func() []string) []string {
 	deadline := time.Now()
 	if _, ok := raw.(pgRaw); ok {
 		deadline = deadline.Add(30 * time.Second)
 	}
 	for {
-		where := raw.tuples(t, "data_keys", ref)
+		where := find()
 		if len(where) == 0 || time.Now().After(deadline) {
 			return where
 		}
@@ -618,23 +617,15 @@ func testNoCleanerResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 	// SQLite: gone when PurgeErased returns. PostgreSQL vacuums the grain
 	// tables in the background, as after a forget: wait for the tuples to
 	// leave the heap.
-	deadline := time.Now()
-	if _, ok := raw.(pgRaw); ok {
-		deadline = deadline.Add(30 * time.Second)
-	}
-	for {
+	where := afterScrub(raw, func() []string {
 		var where []string
 		for _, b := range append(blobs, ref) {
 			where = append(where, raw.tuples(t, "grains", b)...)
 		}
-		if len(where) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("rows the cleaner deleted: residue in %v", where)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		return where
+	})
+	if len(where) > 0 {
+		t.Errorf("rows the cleaner deleted: residue in %v", where)
 	}
 	if len(raw.tuples(t, "grains", keptBlob)) == 0 {
 		t.Error("the other user's live row is gone too")
@@ -645,66 +636,56 @@ func testNoCleanerResidue(t *testing.T, db *lethe.DB, raw rawStore) {
 // has its name, the user's blind reference (as an earlier version left
 // it), and checks that opening renames it and scrubs the name's bytes.
 func TestDestroyedNamesMigrate(t *testing.T) {
-	for _, b := range []string{"sqlite", "postgres"} {
-		t.Run(b, func(t *testing.T) {
-			ctx := context.Background()
-			dir := t.TempDir()
-			cfg := lethe.Config{DataDir: dir}
-			var raw rawStore = sqliteRaw{dir: dir}
-			exec := func(q string, args ...any) {
-				t.Helper()
-				db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "lethe.db"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer db.Close()
-				if _, err := db.Exec(q, args...); err != nil {
+	withRawStores(t, func(t *testing.T, cfg lethe.Config, raw rawStore) {
+		ctx := context.Background()
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if p, ok := raw.(pgRaw); ok {
+				if _, err := p.conn.Exec(ctx, pgPlaceholders(q), args...); err != nil {
 					t.Fatalf("%s: %v", q, err)
 				}
+				return
 			}
-			if b == "postgres" {
-				cfg.PostgresDSN = testenv.Postgres(t)
-				p := pgResidue(t, cfg.PostgresDSN)
-				raw = p
-				exec = func(q string, args ...any) {
-					t.Helper()
-					if _, err := p.conn.Exec(ctx, pgPlaceholders(q), args...); err != nil {
-						t.Fatalf("%s: %v", q, err)
-					}
-				}
-			}
-			db, err := lethe.Open(ctx, cfg)
+			db, err := sql.Open("sqlite3", "file:"+filepath.Join(cfg.DataDir, "lethe.db"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.Add(ctx, lethe.Grain{Memory: "mig", Type: "fact", Subject: "s", Relation: "r", Object: "o", UserID: "gone"}); err != nil {
-				t.Fatal(err)
+			defer db.Close()
+			if _, err := db.Exec(q, args...); err != nil {
+				t.Fatalf("%s: %v", q, err)
 			}
-			names := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'mig' AND kind = 'user' AND destroyed_us = 0`)
-			if len(names) != 1 {
-				t.Fatalf("%d user keys, want 1", len(names))
-			}
-			if _, err := db.ForgetUser(ctx, "mig", "gone"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := db.PurgeErased(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.Close(); err != nil {
-				t.Fatal(err)
-			}
-			// The layout before: the destroyed key keeps its name.
-			exec(`UPDATE data_keys SET name = ? WHERE memory = 'mig' AND kind = 'user'`, string(names[0]))
-			if len(raw.residue(t, names[0])) == 0 {
-				t.Fatal("the name put back is not found in the raw bytes: the search is blind")
-			}
-			openDB(t, cfg)
-			if where := nameResidue(t, raw, names[0]); len(where) > 0 {
-				t.Errorf("a destroyed key's name after the migration: residue in %v", where)
-			}
-			if got := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'mig' AND kind = 'user'`); len(got) != 1 || !strings.HasPrefix(string(got[0]), "erased-") {
-				t.Errorf("the destroyed key's name after the migration: %q", got)
-			}
-		})
-	}
+		}
+		db, err := lethe.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Add(ctx, lethe.Grain{Memory: "mig", Type: "fact", Subject: "s", Relation: "r", Object: "o", UserID: "gone"}); err != nil {
+			t.Fatal(err)
+		}
+		names := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'mig' AND kind = 'user' AND destroyed_us = 0`)
+		if len(names) != 1 {
+			t.Fatalf("%d user keys, want 1", len(names))
+		}
+		if _, err := db.ForgetUser(ctx, "mig", "gone"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.PurgeErased(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// The layout before: the destroyed key keeps its name.
+		exec(`UPDATE data_keys SET name = ? WHERE memory = 'mig' AND kind = 'user'`, string(names[0]))
+		if len(raw.residue(t, names[0])) == 0 {
+			t.Fatal("the name put back is not found in the raw bytes: the search is blind")
+		}
+		openDB(t, cfg)
+		if where := nameResidue(t, raw, names[0]); len(where) > 0 {
+			t.Errorf("a destroyed key's name after the migration: residue in %v", where)
+		}
+		if got := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'mig' AND kind = 'user'`); len(got) != 1 || !strings.HasPrefix(string(got[0]), "erased-") {
+			t.Errorf("the destroyed key's name after the migration: %q", got)
+		}
+	})
 }
