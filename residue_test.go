@@ -215,26 +215,9 @@ func (p pgRaw) tuples(t *testing.T, table string, needle []byte) []string {
 // the keys and grain tables) for the destroyed wrapped keys and the
 // forgotten sealed row, whole or in part.
 func TestNoResidueAfterErasure(t *testing.T) {
-	for _, b := range []string{"sqlite", "postgres"} {
-		t.Run(b, func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := lethe.Config{DataDir: dir}
-			var raw rawStore = sqliteRaw{dir: dir}
-			if b == "postgres" {
-				cfg.PostgresDSN = testenv.Postgres(t)
-				conn, err := pgx.Connect(context.Background(), cfg.PostgresDSN)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { conn.Close(context.Background()) })
-				if _, err := conn.Exec(context.Background(), `CREATE EXTENSION IF NOT EXISTS pageinspect`); err != nil {
-					t.Fatalf("pageinspect: %v", err)
-				}
-				raw = pgRaw{conn: conn}
-			}
-			testNoResidue(t, openDB(t, cfg), raw)
-		})
-	}
+	withRawStores(t, func(t *testing.T, cfg lethe.Config, raw rawStore) {
+		testNoResidue(t, openDB(t, cfg), raw)
+	})
 }
 
 func testNoResidue(t *testing.T, db *lethe.DB, raw rawStore) {
