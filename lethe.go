@@ -91,6 +91,40 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...str
 	return db.writes.Supersede(ctx, oldHash, g, set...)
 }
 
+// Scopes returns the scope of each of hashes that names a grain of memory
+// ("" means "default") that Get would return: a hash that names nothing,
+// or an erased version, is left out. It reads the rows in one statement
+// and decrypts none; the API uses it to learn which linked versions a
+// scope-limited token may see.
+func (db *DB) Scopes(ctx context.Context, memory string, hashes []string) (map[string]string, error) {
+	var err error
+	if memory, err = memoryName(memory); err != nil {
+		return nil, err
+	}
+	for _, h := range hashes {
+		if err := checkHash(h); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := db.store.Placements(ctx, memory, hashes)
+	if err != nil {
+		return nil, err
+	}
+	db.observe(rows)
+	db.sealer.WarmRows(ctx, rows)
+	out := make(map[string]string, len(rows))
+	for i := range rows {
+		if _, err := db.ring.GrainKey(ctx, rows[i].KeyChain); err != nil {
+			if ErrorCode(err) == CodeErased {
+				continue
+			}
+			return nil, err
+		}
+		out[rows[i].Hash] = rows[i].Scope
+	}
+	return out, nil
+}
+
 // History returns the version chain of hash, newest first. A version that
 // was erased (its user, scope or memory key destroyed) appears as a Grain
 // with only Hash and Erased set, and the chain is not followed past it; see

@@ -154,3 +154,59 @@ func BenchmarkHTTPOverhead(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkScopedRecall measures a recall by subject (limit 10) through the
+// handler with an unscoped token and with a scope-limited one, on a store
+// of 1,000 grains each superseded once (1,000 heads, 1,000 older
+// versions): a scope-limited token's page must not name a version outside
+// its scopes, so every link of the page is checked (see docs/performance.md).
+func BenchmarkScopedRecall(b *testing.B) {
+	for _, kind := range []backendKind{sqliteBackend, postgresBackend} {
+		b.Run(string(kind), func(b *testing.B) {
+			f := newFixture(b, kind, nil)
+			// The handler alone, as the server runs it (the fixture's also
+			// checks every answer against the OpenAPI document).
+			h := api.New(api.Config{Library: f.db, Tokens: f.tokens, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+			ctx := context.Background()
+			gs := make([]lethe.Grain, 1000)
+			for i := range gs {
+				gs[i] = lethe.Grain{Memory: "bench", Type: "fact", Scope: "acme/prod", Subject: fmt.Sprintf("subject-%d", i%100),
+					Relation: "likes", Object: fmt.Sprintf("object-%d", i)}
+			}
+			hashes, err := f.db.AddBatch(ctx, gs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i, h := range hashes {
+				if _, err := f.db.Supersede(ctx, h, lethe.Grain{Memory: "bench", Object: fmt.Sprintf("object-%d-v2", i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, tc := range []struct{ name, roles, scope, extra string }{
+				{"unscoped", "reader", "", ""},
+				{"scoped", "reader", "acme", ""},
+				{"scoped-superseded-too", "reader", "acme", `,"include_superseded":true`},
+			} {
+				var secret string
+				if tc.scope == "" {
+					secret = f.token(tc.roles, []string{"bench"})
+				} else {
+					secret = f.token(tc.roles, []string{"bench"}, tc.scope)
+				}
+				b.Run(tc.name, func(b *testing.B) {
+					for i := 0; b.Loop(); i++ {
+						req := httptest.NewRequest(http.MethodPost, "/api/memories/bench/recall",
+							strings.NewReader(fmt.Sprintf(`{"subject":"subject-%d","limit":10%s}`, i%100, tc.extra)))
+						req.Header.Set("Authorization", "Bearer "+secret)
+						req.Header.Set("Content-Type", "application/json")
+						w := httptest.NewRecorder()
+						h.ServeHTTP(w, req)
+						if w.Code != http.StatusOK {
+							b.Fatalf("recall: %d %s", w.Code, w.Body)
+						}
+					}
+				})
+			}
+		})
+	}
+}

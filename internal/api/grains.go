@@ -185,8 +185,8 @@ func (s *Server) recallQuery(c *gin.Context, q lethe.Query) (*lethe.Page, error)
 
 // hideLinks clears, for a scope-limited token, the links (supersedes,
 // superseded_by) of gs that name a version outside its scopes, or one it
-// cannot read: the token learns no hash of a version it cannot get. A
-// version gs does not hold is read to learn its scope.
+// cannot read: the token learns no hash of a version it cannot get. The
+// versions gs does not hold are looked up in one read (lethe.DB.Scopes).
 func (s *Server) hideLinks(c *gin.Context, memory string, gs []lethe.Grain) error {
 	tok := tokenOf(c)
 	if !tok.Scoped() {
@@ -196,24 +196,28 @@ func (s *Server) hideLinks(c *gin.Context, memory string, gs []lethe.Grain) erro
 	for i := range gs {
 		visible[gs[i].Hash] = !gs[i].Erased && tok.AllowsScope(gs[i].Scope)
 	}
+	var elsewhere []string
+	for i := range gs {
+		for _, link := range []string{gs[i].Supersedes, gs[i].SupersededBy} {
+			if _, ok := visible[link]; link != "" && !ok {
+				visible[link] = false // until read below
+				elsewhere = append(elsewhere, link)
+			}
+		}
+	}
+	if len(elsewhere) > 0 {
+		scopes, err := s.lib.Scopes(c.Request.Context(), memory, elsewhere)
+		if err != nil {
+			return err
+		}
+		for _, h := range elsewhere {
+			scope, ok := scopes[h]
+			visible[h] = ok && tok.AllowsScope(scope)
+		}
+	}
 	for i := range gs {
 		for _, link := range []*string{&gs[i].Supersedes, &gs[i].SupersededBy} {
-			if *link == "" {
-				continue
-			}
-			v, ok := visible[*link]
-			if !ok {
-				g, err := s.lib.Get(c.Request.Context(), memory, *link)
-				switch code := lethe.ErrorCode(err); {
-				case err == nil:
-					v = tok.AllowsScope(g.Scope)
-				case code == lethe.CodeNotFound || code == lethe.CodeErased:
-				default:
-					return err
-				}
-				visible[*link] = v
-			}
-			if !v {
+			if *link != "" && !visible[*link] {
 				*link = ""
 			}
 		}

@@ -443,6 +443,72 @@ func (db *DB) ReadGrain(ctx context.Context, memory, hash string) (*GrainRow, er
 	return &rows[0], nil
 }
 
+// Placements returns, for those of hashes that name a row of memory, the
+// row with only its Hash, Memory, Scope, KeyChain and Epoch set: where a
+// version is and which keys open it, without its blob, in one statement per
+// 500 hashes and in no order.
+func (db *DB) Placements(ctx context.Context, memory string, hashes []string) ([]GrainRow, error) {
+	sctx, err := db.boundedCtx(ctx)
+	if err != nil {
+		return nil, translate(err, "read grains")
+	}
+	out := make([]GrainRow, 0, len(hashes))
+	for i := 0; i < len(hashes); i += chunk {
+		part := hashes[i:min(i+chunk, len(hashes))]
+		args := make([]any, 0, len(part)+2)
+		args = append(args, memory)
+		for _, h := range part {
+			args = append(args, h)
+		}
+		args = append(args, memory)
+		q := db.rebind("SELECT hash, scope, key_chain, " + epochExpr + " FROM grains WHERE hash IN (?" +
+			strings.Repeat(", ?", len(part)-1) + ") AND memory = ?")
+		if err := db.placements(sctx, q, args, memory, &out); err != nil {
+			return nil, translate(err, "read grains")
+		}
+	}
+	return out, nil
+}
+
+// placements runs Placements' statement q, appending its rows to out.
+func (db *DB) placements(ctx context.Context, q string, args []any, memory string, out *[]GrainRow) error {
+	if db.dialect == SQLite {
+		return db.queryDriver(ctx, q, args, func(vals []driver.Value) (err error) {
+			r := GrainRow{Memory: memory}
+			if len(vals) != 4 {
+				return fmt.Errorf("placement: %d columns", len(vals))
+			}
+			if r.Hash, err = valString(vals[0]); err != nil {
+				return err
+			}
+			if r.Scope, err = valString(vals[1]); err != nil {
+				return err
+			}
+			if r.KeyChain, err = valString(vals[2]); err != nil {
+				return err
+			}
+			if r.Epoch, err = valInt(vals[3]); err != nil {
+				return err
+			}
+			*out = append(*out, r)
+			return nil
+		})
+	}
+	res, err := db.gorm.ConnPool.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	for res.Next() {
+		r := GrainRow{Memory: memory}
+		if err := res.Scan(&r.Hash, &r.Scope, &r.KeyChain, &r.Epoch); err != nil {
+			return err
+		}
+		*out = append(*out, r)
+	}
+	return res.Err()
+}
+
 // Filter selects grain rows. Token lists hold one token per scope the query
 // covers; a row matches a field when its token is any of them. A nil list
 // does not filter; an empty non-nil list matches nothing.
