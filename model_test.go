@@ -1041,6 +1041,17 @@ func (m *machine) Check(t *rapid.T) {
 			}
 		}
 	}
+	// Scopes answers of every hash what Get does of its scope.
+	scopes, err := db.Scopes(ctx, m.memory, m.order)
+	if err != nil {
+		t.Fatalf("Scopes: %v", err)
+	}
+	for _, h := range m.order {
+		x := m.grains[h]
+		if s, ok := scopes[h]; ok != x.alive || (ok && s != x.g.Scope) {
+			t.Fatalf("Scopes[%s] = %q, %t; want %q, %t", h[:8], s, ok, x.g.Scope, x.alive)
+		}
+	}
 	queries := []lethe.Query{{}, {IncludeSuperseded: true, IncludeArchived: true}, {Tags: []string{"x"}}, {Type: "caveat", IncludeArchived: true}}
 	for _, s := range poolSubjects {
 		queries = append(queries, lethe.Query{Subject: s}, lethe.Query{Subject: s, IncludeSuperseded: true})
