@@ -78,17 +78,16 @@ func (s *Server) visibleHashes(c *gin.Context, memory string, hashes []string) (
 		return hashes, nil
 	}
 	var kept []string
+	v := s.view(c, memory)
 	for _, h := range hashes {
-		g, err := s.lib.Get(c.Request.Context(), memory, h)
+		_, err := v.Grain(c.Request.Context(), h) // outside the token's scopes: not found
 		if code := lethe.ErrorCode(err); code == lethe.CodeNotFound || code == lethe.CodeErased {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		if tokenOf(c).AllowsScope(g.Scope) {
-			kept = append(kept, h)
-		}
+		kept = append(kept, h)
 	}
 	if kept == nil {
 		return nil, grains.NoGrains(memory)

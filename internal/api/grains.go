@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -16,11 +17,6 @@ import (
 func outOfScope(field string) error {
 	return &lethe.Error{Code: CodeForbidden, Field: field, Message: "outside this token's scopes"}
 }
-
-// noGrain is what a scope-limited token hears of a grain outside its
-// scopes: exactly what it hears of a hash that names no grain (the store's
-// not_found), so it cannot tell the two apart.
-func noGrain(memory, hash string) error { return grains.NoGrain(memory, hash) }
 
 // addGrains writes one grain (the body is a grain) or a batch (the body is
 // {"grains": [...]}).
@@ -183,46 +179,30 @@ func (s *Server) recallQuery(c *gin.Context, q lethe.Query) (*lethe.Page, error)
 	return page, nil
 }
 
+// view is the token's view of memory (grains.View): for a scope-limited
+// token, the grains within its scopes.
+func (s *Server) view(c *gin.Context, memory string) *grains.View {
+	tok := tokenOf(c)
+	return &grains.View{Memory: memory,
+		Sees:    func(g *lethe.Grain) bool { return tok.AllowsScope(g.Scope) },
+		Get:     func(ctx context.Context, h string) (*lethe.Grain, error) { return s.lib.Get(ctx, memory, h) },
+		History: func(ctx context.Context, h string) ([]lethe.Grain, error) { return s.lib.History(ctx, memory, h) },
+		Refuse: func(field string) error {
+			return &lethe.Error{Code: CodeForbidden, Field: field,
+				Message: "a version of the chain is outside this token's scopes",
+				Hint:    "forgetting a grain forgets its whole chain; a token without scope limits can"}
+		}}
+}
+
 // hideLinks clears, for a scope-limited token, the links (supersedes,
 // superseded_by) of gs that name a version outside its scopes, or one it
-// cannot read: the token learns no hash of a version it cannot get. The
-// versions gs does not hold are looked up in one read (lethe.DB.Scopes).
+// cannot read: the token learns no hash of a version it cannot get (see
+// grains.View.HideLinks).
 func (s *Server) hideLinks(c *gin.Context, memory string, gs []lethe.Grain) error {
-	tok := tokenOf(c)
-	if !tok.Scoped() {
+	if !tokenOf(c).Scoped() {
 		return nil
 	}
-	visible := make(map[string]bool, len(gs))
-	for i := range gs {
-		visible[gs[i].Hash] = !gs[i].Erased && tok.AllowsScope(gs[i].Scope)
-	}
-	var elsewhere []string
-	for i := range gs {
-		for _, link := range []string{gs[i].Supersedes, gs[i].SupersededBy} {
-			if _, ok := visible[link]; link != "" && !ok {
-				visible[link] = false // until read below
-				elsewhere = append(elsewhere, link)
-			}
-		}
-	}
-	if len(elsewhere) > 0 {
-		scopes, err := s.lib.Scopes(c.Request.Context(), memory, elsewhere)
-		if err != nil {
-			return err
-		}
-		for _, h := range elsewhere {
-			scope, ok := scopes[h]
-			visible[h] = ok && tok.AllowsScope(scope)
-		}
-	}
-	for i := range gs {
-		for _, link := range []*string{&gs[i].Supersedes, &gs[i].SupersededBy} {
-			if *link != "" && !visible[*link] {
-				*link = ""
-			}
-		}
-	}
-	return nil
+	return s.view(c, memory).HideLinks(c.Request.Context(), gs)
 }
 
 // hashParam returns the route's hash, checked, so that a malformed one is
@@ -272,14 +252,7 @@ func grainReply(g *lethe.Grain) any {
 // grain returns the grain h; outside a scope-limited token's scopes it is
 // not found.
 func (s *Server) grain(c *gin.Context, memory, h string) (*lethe.Grain, error) {
-	g, err := s.lib.Get(c.Request.Context(), memory, h)
-	if err != nil {
-		return nil, err
-	}
-	if !tokenOf(c).AllowsScope(g.Scope) {
-		return nil, noGrain(memory, h)
-	}
-	return g, nil
+	return s.view(c, memory).Grain(c.Request.Context(), h)
 }
 
 // history answers a version chain (see chain).
@@ -299,26 +272,14 @@ func (s *Server) history(c *gin.Context) {
 
 // chain returns the version chain of h. For a scope-limited token the
 // grain asked for must be within its scopes, and versions outside them are
-// left out.
+// left out, links to them too (grains.View.Chain).
 func (s *Server) chain(c *gin.Context, memory, h string) ([]lethe.Grain, error) {
+	if tokenOf(c).Scoped() {
+		return s.view(c, memory).Chain(c.Request.Context(), h)
+	}
 	chain, err := s.lib.History(c.Request.Context(), memory, h)
 	if err != nil {
 		return nil, err
-	}
-	if tok := tokenOf(c); tok.Scoped() {
-		kept := chain[:0]
-		for _, g := range chain {
-			if g.Hash == h && !tok.AllowsScope(g.Scope) {
-				return nil, noGrain(memory, h)
-			}
-			if tok.AllowsScope(g.Scope) {
-				kept = append(kept, g)
-			}
-		}
-		chain = kept
-		if err := s.hideLinks(c, memory, chain); err != nil {
-			return nil, err
-		}
 	}
 	if chain == nil {
 		chain = []lethe.Grain{}
@@ -445,44 +406,9 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 // its scopes (forgetting it would delete that version too; the answer
 // names no hash of it). A hash outside the token's scopes is no grain to
 // it: passed over as a missing one is, or for a forget by one hash
-// (single) not_found as a missing one is. A hash of a chain already kept
-// is passed over: its chain is forgotten once.
+// (single) not_found as a missing one is (grains.View.Forgettable).
 func (s *Server) withinScopes(c *gin.Context, memory, field string, hashes []string, single bool) ([]string, error) {
-	ctx, tok := c.Request.Context(), tokenOf(c)
-	kept := make([]string, 0, len(hashes))
-	seen := map[string]bool{}
-	for _, h := range hashes {
-		if seen[h] {
-			continue
-		}
-		chain, err := s.lib.History(ctx, memory, h)
-		if code := lethe.ErrorCode(err); code == lethe.CodeNotFound || code == lethe.CodeErased {
-			if single {
-				return nil, noGrain(memory, h)
-			}
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if i := slices.IndexFunc(chain, func(g lethe.Grain) bool { return g.Hash == h }); i < 0 || !tok.AllowsScope(chain[i].Scope) {
-			if single {
-				return nil, noGrain(memory, h)
-			}
-			continue
-		}
-		for _, g := range chain {
-			// An erased version's scope is unknown: it counts as outside.
-			if g.Erased || !tok.AllowsScope(g.Scope) {
-				return nil, &lethe.Error{Code: CodeForbidden, Field: field,
-					Message: "a version of the chain is outside this token's scopes",
-					Hint:    "forgetting a grain forgets its whole chain; a token without scope limits can"}
-			}
-			seen[g.Hash] = true
-		}
-		kept = append(kept, h)
-	}
-	return kept, nil
+	return s.view(c, memory).Forgettable(c.Request.Context(), field, hashes, single)
 }
 
 // narrow turns a selector of hashes and a subject or user into one of the

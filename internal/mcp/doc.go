@@ -43,8 +43,11 @@
 // outside the locked path) is refused with code forbidden. A grain outside
 // the lock is not_found, with a missing grain's message, so the session
 // cannot tell another partition's grain from no grain; a list of hashes
-// forgets those inside and passes over the others; history leaves out
-// versions outside the lock. The risk sweep spans a memory, so a locked
+// forgets those inside and passes over the others; a chain with a version
+// outside the lock (an erased one included) is forbidden to forget;
+// history leaves out versions outside the lock, and no grain the session
+// reads links to one (supersedes, superseded_by). These are the rules of
+// a scope-limited API token: both apply a grains.View. The risk sweep spans a memory, so a locked
 // session may only preview it (only the items inside the lock are
 // reported); forget_user is refused under any lock, erase_scope under a
 // namespace lock or outside the locked scope.

@@ -1096,3 +1096,171 @@ func TestStdioBadLine(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// TestLockUnseen checks that a locked session learns nothing of the
+// versions outside its lock, as a scope-limited token over HTTP does
+// (internal/api testScopesUnseen): a hash outside the lock answers every
+// tool and resource exactly what a hash that names no grain answers, no
+// answer names a version outside the lock (a chain's link to one is no
+// link), and a forget never deletes a version outside it.
+func TestLockUnseen(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	add := func(g lethe.Grain) string {
+		t.Helper()
+		g.Type = "fact"
+		h, err := db.Add(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	supersede := func(old string, g lethe.Grain, set ...string) string {
+		t.Helper()
+		h, err := db.Supersede(ctx, old, g, set...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	in := lethe.Grain{Namespace: "agent1", Scope: "acme/prod"}
+	at := func(ns, scope, object string) lethe.Grain {
+		return lethe.Grain{Subject: "bob", Object: object, Namespace: ns, Scope: scope}
+	}
+	out := add(at("agent1", "acme/dev", "out"))
+	// Chains across the lock: c1 inside, superseded by c2 in another
+	// scope; d1 in another scope, superseded by d2 inside; n1 inside,
+	// superseded by n2 in another namespace; e1 and e2 both inside.
+	c1 := add(at(in.Namespace, in.Scope, "c"))
+	c2 := supersede(c1, lethe.Grain{Scope: "acme/dev"})
+	d1 := add(at(in.Namespace, "acme/dev", "d"))
+	d2 := supersede(d1, lethe.Grain{Scope: in.Scope})
+	n1 := add(at(in.Namespace, in.Scope, "n"))
+	n2 := supersede(n1, lethe.Grain{Namespace: "other"})
+	e1 := add(at(in.Namespace, in.Scope, "e"))
+	e2 := supersede(e1, lethe.Grain{Scope: in.Scope + "/x"})
+	unseen := []string{out, c2, d1, n2}
+	missing := strings.Repeat("0", 64)
+	cs := connect(t, mcp.Config{Library: db, LockNamespace: in.Namespace, LockScope: in.Scope})
+
+	// No answer names a version outside the lock; a link inside stays.
+	noneNamed := func(what, answer string) {
+		t.Helper()
+		for _, h := range unseen {
+			if strings.Contains(answer, h) {
+				t.Errorf("%s names %s, a version outside the lock: %s", what, h, answer)
+			}
+		}
+	}
+	res := call(t, cs, "recall", m{"subject": "bob", "include_superseded": true})
+	noneNamed("recall", text(res))
+	if p := decode[mcp.RecallOutput](t, res.StructuredContent); p.Count != 5 {
+		t.Errorf("locked recall: %d grains, want c1, d2, n1, e1, e2", p.Count)
+	}
+	for _, h := range []string{c1, d2, n1, e1, e2} {
+		noneNamed("history "+h, text(call(t, cs, "history", m{"hash": h})))
+		for _, uri := range []string{mcp.GrainURI("default", h), mcp.GrainURI("default", h) + "/history"} {
+			rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+			if err != nil {
+				t.Fatalf("%s: %v", uri, err)
+			}
+			noneNamed(uri, rr.Contents[0].Text)
+		}
+	}
+	rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: mcp.GrainURI("default", e1)})
+	if err != nil || decode[lethe.Grain](t, json.RawMessage(rr.Contents[0].Text)).SupersededBy != e2 {
+		t.Errorf("a link inside the lock was hidden: %v %v", rr, err)
+	}
+
+	// A hash outside the lock answers what a missing one answers, whole.
+	answer := func(name string, args m) string {
+		t.Helper()
+		res := call(t, cs, name, args)
+		b, _ := json.Marshal(struct {
+			IsError    bool
+			Text       string
+			Structured any
+		}{res.IsError, text(res), res.StructuredContent})
+		return string(b)
+	}
+	read := func(uri string) string {
+		t.Helper()
+		rr, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: uri})
+		b, _ := json.Marshal(rr)
+		var we *jsonrpc.Error
+		if errors.As(err, &we) {
+			b, _ = json.Marshal(we)
+		} else if err != nil {
+			b = []byte(err.Error())
+		}
+		return string(b)
+	}
+	for _, h := range unseen {
+		for _, tc := range []struct {
+			name string
+			args func(h string) m
+		}{
+			{"history", func(h string) m { return m{"hash": h} }},
+			{"supersede", func(h string) m { return m{"hash": h, "content": "mine now"} }},
+			{"forget", func(h string) m { return m{"hash": h} }},
+			{"forget", func(h string) m { return m{"hash": h, "dry_run": true} }},
+			{"forget", func(h string) m { return m{"hashes": []string{h}} }},
+			{"forget", func(h string) m { return m{"hashes": []string{h, h}, "dry_run": true} }},
+		} {
+			a, b := answer(tc.name, tc.args(h)), answer(tc.name, tc.args(missing))
+			if strings.ReplaceAll(a, h, missing) != b {
+				t.Errorf("%s %v: outside the lock %s, missing %s: want the same answer", tc.name, tc.args(h), a, b)
+			}
+		}
+		for _, uri := range []string{mcp.GrainURI("default", "%s"), mcp.GrainURI("default", "%s") + "/history"} {
+			a, b := read(fmt.Sprintf(uri, h)), read(fmt.Sprintf(uri, missing))
+			if strings.ReplaceAll(a, h, missing) != b {
+				t.Errorf("read %s: outside the lock %s, missing %s: want the same answer", uri, a, b)
+			}
+		}
+	}
+
+	// A forget of a chain with a version outside is refused, naming no
+	// hash; the list [e1, out] forgets e1's chain alone.
+	for _, args := range []m{{"hash": c1}, {"hashes": []string{d2}}, {"hash": n1, "dry_run": true}} {
+		res := call(t, cs, "forget", args)
+		noneNamed(fmt.Sprintf("forget %v", args), text(res))
+		if e := failed(t, cs, "forget", args); e.Code != "forbidden" {
+			t.Errorf("forget %v: %+v, want forbidden", args, e)
+		}
+	}
+	if fo := ok[mcp.ForgetOutput](t, cs, "forget", m{"hashes": []string{e1, out}}); fo.Count != 2 || !slices.Equal(fo.Hashes, sorted(e1, e2)) {
+		t.Errorf("forget [e1, out]: %+v", fo)
+	}
+	for _, h := range []string{out, c1, c2, d1, d2, n1, n2} {
+		if _, err := db.Get(ctx, "", h); err != nil {
+			t.Errorf("a locked forget deleted %s: %v", h, err)
+		}
+	}
+
+	// An erased version's namespace and scope cannot be read: it is
+	// outside every lock. f1 is in the default namespace, f2 (another
+	// namespace) erased with its user's key; a session locked to the
+	// default namespace must not forget f1, which would delete f2.
+	f1 := add(at("", "", "f"))
+	f2 := supersede(f1, lethe.Grain{Namespace: "other", UserID: "u9"})
+	if _, err := db.ForgetUser(ctx, "", "u9"); err != nil {
+		t.Fatal(err)
+	}
+	cs2 := connect(t, mcp.Config{Library: db, LockNamespace: "default"})
+	if e := failed(t, cs2, "forget", m{"hash": f1}); e.Code != "forbidden" {
+		t.Errorf("forget of a chain with an erased version: %+v, want forbidden", e)
+	}
+	noneNamed("history f1", text(call(t, cs2, "history", m{"hash": f1})))
+	if h := text(call(t, cs2, "history", m{"hash": f1})); strings.Contains(h, f2) {
+		t.Errorf("history names the erased version: %s", h)
+	}
+	if chain, err := db.History(ctx, "", f1); err != nil || len(chain) != 2 || chain[0].Hash != f2 || !chain[0].Erased {
+		t.Errorf("the chain after a locked forget: %+v, %v; want the erased version kept", chain, err)
+	}
+}
+
+func sorted(s ...string) []string {
+	slices.Sort(s)
+	return s
+}

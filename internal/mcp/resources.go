@@ -97,7 +97,7 @@ func (h *handlers) readGrain(ctx context.Context, req *sdk.ReadResourceRequest) 
 	if _, err := h.memory(memory); err != nil {
 		return nil, h.resourceErr(uri, err)
 	}
-	g, err := h.get(ctx, memory, hash, "hash")
+	g, err := h.get(ctx, memory, hash)
 	if err != nil {
 		return nil, h.resourceErr(uri, err)
 	}

@@ -267,6 +267,11 @@ func (h *handlers) recall(ctx context.Context, req *sdk.CallToolRequest, in Reca
 	if err != nil {
 		return nil, nil, h.fail("recall", err)
 	}
+	if h.locked() {
+		if err := h.view(memory).HideLinks(ctx, page.Grains); err != nil {
+			return nil, nil, h.fail("recall", err)
+		}
+	}
 	out := &RecallOutput{Grains: page.Grains, Next: page.Next}
 	if out.Grains == nil {
 		out.Grains = []lethe.Grain{}
@@ -293,23 +298,36 @@ func emptyFilter(args json.RawMessage, in *RecallInput) error {
 	return nil
 }
 
-// get returns the grain hash in memory, refused when it is outside the lock.
-func (h *handlers) get(ctx context.Context, memory, hash, field string) (*lethe.Grain, error) {
-	g, err := h.cfg.Library.Get(ctx, memory, hash)
+// view is the session's view of memory: the grains inside its lock, and
+// nothing of the others (grains.View, the rules a scope-limited API token
+// follows too). Unlocked, it sees every grain.
+func (h *handlers) view(memory string) *grains.View {
+	lib := h.cfg.Library
+	return &grains.View{Memory: memory, Sees: h.inLock,
+		Get:     func(ctx context.Context, hash string) (*lethe.Grain, error) { return lib.Get(ctx, memory, hash) },
+		History: func(ctx context.Context, hash string) ([]lethe.Grain, error) { return lib.History(ctx, memory, hash) },
+		Refuse: func(field string) error {
+			return forbidden(field, "a version of the chain is outside this session's lock")
+		}}
+}
+
+// get returns the grain hash in memory, with its links hidden under a
+// lock; a grain outside the lock is not_found, as a missing one is.
+func (h *handlers) get(ctx context.Context, memory, hash string) (*lethe.Grain, error) {
+	if !h.locked() {
+		return h.cfg.Library.Get(ctx, memory, hash)
+	}
+	v := h.view(memory)
+	g, err := v.Grain(ctx, hash)
 	if err != nil {
 		return nil, err
 	}
-	if !h.inLock(g) {
-		return nil, noGrain(memory, hash)
+	one := []lethe.Grain{*g}
+	if err := v.HideLinks(ctx, one); err != nil {
+		return nil, err
 	}
-	return g, nil
+	return &one[0], nil
 }
-
-// noGrain is what a locked session hears of a grain outside its lock: the
-// library's own not_found for a missing grain, so that the session cannot
-// tell a grain of another partition from no grain (as the HTTP API answers
-// a scope-limited token).
-func noGrain(memory, hash string) error { return grains.NoGrain(memory, hash) }
 
 func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in SupersedeInput) (*sdk.CallToolResult, *SupersedeOutput, error) {
 	h, err := h.bind(req.Extra)
@@ -328,7 +346,7 @@ func (h *handlers) supersede(ctx context.Context, req *sdk.CallToolRequest, in S
 	// clears it); the others carry forward.
 	set := namedFields(req.Params.Arguments)
 	if h.locked() {
-		if _, err := h.get(ctx, memory, in.Hash, "hash"); err != nil {
+		if _, err := h.view(memory).Grain(ctx, in.Hash); err != nil {
 			return nil, nil, h.fail("supersede", err)
 		}
 		// Fields left out carry forward from the old version, which is
@@ -375,27 +393,14 @@ func namedFields(args json.RawMessage) []string {
 	return set
 }
 
-// chain returns the version chain of hash, refused when the grain asked
-// for is outside the lock, without the versions outside it.
+// chain returns the version chain of hash; under a lock, refused when the
+// grain asked for is outside it, without the versions outside it, and with
+// no link to one (grains.View.Chain).
 func (h *handlers) chain(ctx context.Context, memory, hash string) ([]lethe.Grain, error) {
-	chain, err := h.cfg.Library.History(ctx, memory, hash)
-	if err != nil {
-		return nil, err
+	if h.locked() {
+		return h.view(memory).Chain(ctx, hash)
 	}
-	if !h.locked() {
-		return chain, nil
-	}
-	kept := chain[:0]
-	for i := range chain {
-		if !h.inLock(&chain[i]) {
-			if chain[i].Hash == hash {
-				return nil, noGrain(memory, hash)
-			}
-			continue
-		}
-		kept = append(kept, chain[i])
-	}
-	return kept, nil
+	return h.cfg.Library.History(ctx, memory, hash)
 }
 
 func (h *handlers) history(ctx context.Context, req *sdk.CallToolRequest, in HashInput) (*sdk.CallToolResult, *HistoryOutput, error) {
@@ -488,7 +493,7 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	}
 	if h.locked() {
 		// Seeds outside the lock are passed over, as missing ones are.
-		if seeds, err = h.withinLock(ctx, memory, seeds, in.Hash != nil, out.Mode); err != nil {
+		if seeds, err = h.view(memory).Forgettable(ctx, out.Mode, seeds, in.Hash != nil); err != nil {
 			return nil, nil, h.fail("forget", err)
 		}
 	}
@@ -576,42 +581,6 @@ func (h *handlers) recallAll(ctx context.Context, q lethe.Query) ([]string, erro
 	}
 }
 
-// withinLock returns the seeds inside the session's lock, and refuses a
-// seed whose chain has a version outside it (forgetting the seed would
-// delete that version too). A seed outside the lock is no grain to this
-// session: passed over as a missing one, or, for a forget by one hash
-// (single), not_found.
-func (h *handlers) withinLock(ctx context.Context, memory string, seeds []string, single bool, mode string) ([]string, error) {
-	seen := map[string]bool{}
-	kept := make([]string, 0, len(seeds))
-	for _, s := range seeds {
-		if seen[s] {
-			continue
-		}
-		chain, err := h.cfg.Library.History(ctx, memory, s)
-		if lethe.ErrorCode(err) == lethe.CodeNotFound && !single {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if i := slices.IndexFunc(chain, func(g lethe.Grain) bool { return g.Hash == s }); i >= 0 && !h.inLock(&chain[i]) {
-			if single {
-				return nil, noGrain(memory, s)
-			}
-			continue
-		}
-		kept = append(kept, s)
-		for i := range chain {
-			if !h.inLock(&chain[i]) {
-				return nil, forbidden(mode, "a version of the chain is outside this session's lock")
-			}
-			seen[chain[i].Hash] = true
-		}
-	}
-	return kept, nil
-}
-
 // sampleSize bounds the sample hashes of a sweep result, as linksee does.
 const sampleSize = 10
 
@@ -631,13 +600,13 @@ func (h *handlers) sweep(ctx context.Context, memory string, out *ForgetOutput) 
 	if res.Receipt != nil {
 		out.EventID, out.Pending = res.EventID, res.Pending
 	}
+	v := h.view(memory)
 	if h.locked() {
 		toDrop, toCompress, held = 0, 0, 0
 	}
 	for _, it := range res.Items {
 		if h.locked() {
-			g, err := h.cfg.Library.Get(ctx, memory, it.Hash)
-			if err != nil || !h.inLock(g) {
+			if _, err := v.Grain(ctx, it.Hash); err != nil {
 				continue
 			}
 			switch it.Action {
