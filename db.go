@@ -34,7 +34,10 @@ import (
 //     Content (content): free text. A grain has a triple, content or both.
 //   - Namespace (namespace), Scope (scope, a path such as acme/prod) and
 //     UserID (user_id): where it belongs and whom it is about.
-//   - Tags (tags) and Metadata (metadata).
+//   - Tags (tags) and Metadata (metadata). Each tag is a non-empty
+//     string: a write given an empty tag (or one of white space only) is
+//     refused with code invalid_argument naming it (tags[i]); repeated
+//     tags are kept once.
 //   - Embedding (embedding): an optional vector for vector recall, of the
 //     memory's fixed dimension, sealed with the payload.
 //   - Importance and Confidence (importance, confidence): in [0,1]; a zero

@@ -2,6 +2,7 @@ package lethe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -79,6 +80,43 @@ func TestInputBounds(t *testing.T) {
 		// One leading and one trailing slash are still accepted.
 		if _, err := db.SetHold(ctx, lethe.HoldSpec{Scope: "/acme/"}); err != nil {
 			t.Errorf("hold /acme/: %v", err)
+		}
+	})
+}
+
+// TestEmptyTags: an empty tag (or one of white space only) is refused,
+// naming it, by Add, AddBatch and Supersede: Normalize dropped it, and the
+// grain kept less than it was given. Nothing is written.
+func TestEmptyTags(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		h := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "s", Tags: []string{"x"}})
+		field := func(err error) string {
+			var e *lethe.Error
+			if !errors.As(err, &e) || e.Code != lethe.CodeInvalidArgument {
+				return fmt.Sprintf("not invalid_argument: %v", err)
+			}
+			return e.Field
+		}
+		_, err := db.Add(ctx, lethe.Grain{Type: "fact", Subject: "t", Tags: []string{""}})
+		if f := field(err); f != "tags[0]" {
+			t.Errorf("add [\"\"]: %s, want tags[0]", f)
+		}
+		_, err = db.AddBatch(ctx, []lethe.Grain{{Type: "fact", Subject: "u"}, {Type: "fact", Subject: "v", Tags: []string{"a", " \t"}}})
+		if f := field(err); f != "grains[1].tags[1]" {
+			t.Errorf("batch: %s, want grains[1].tags[1]", f)
+		}
+		_, err = db.Supersede(ctx, h, lethe.Grain{Tags: []string{"y", ""}})
+		if f := field(err); f != "tags[1]" {
+			t.Errorf("supersede: %s, want tags[1]", f)
+		}
+		// An empty list still clears the tags.
+		if _, err := db.Supersede(ctx, h, lethe.Grain{Tags: []string{}}); err != nil {
+			t.Errorf("supersede tags []: %v", err)
+		}
+		p, err := db.Recall(ctx, lethe.Query{IncludeSuperseded: true})
+		if err != nil || len(p.Grains) != 2 {
+			t.Errorf("after the refused writes: %d grains, %v; want the first and its new version", len(p.Grains), err)
 		}
 	})
 }

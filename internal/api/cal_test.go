@@ -188,6 +188,16 @@ func TestCALBadInput(t *testing.T) {
 		f.want(f.calCall(tok, st), http.StatusBadRequest, "invalid_argument")
 	}
 	f.want(f.calCall(tok, `RECALL WHERE subject = "`+strings.Repeat("a", 70000)+`"`), http.StatusRequestEntityTooLarge, "payload_too_large")
+	// An empty tag is refused, as the supersede route refuses it, never
+	// dropped.
+	w := f.token("writer,reader", []string{"*"})
+	h := f.add(w, "default", api.GrainInput{Type: "fact", Subject: "a", Tags: []string{"x"}})
+	a = f.calCall(w, `SUPERSEDE "`+h+`" SET tags = ["y", ""]`)
+	f.want(a, http.StatusBadRequest, "invalid_argument")
+	a.decode(t, &e)
+	if e.Field != "cal" || !strings.Contains(e.Message, "tags[1] is empty") {
+		t.Errorf("CAL tags = [\"y\", \"\"]: %s, want field cal naming tags[1]", a.body)
+	}
 	if strings.Contains(f.logs.String(), "zelda") {
 		t.Error("the access log quotes a statement")
 	}

@@ -101,16 +101,10 @@ func (s *Server) addGrains(c *gin.Context) {
 }
 
 // checkTags refuses an empty tag (or one of white space only, or null,
-// which encoding/json decodes as ""), naming it (tags[2]): the library
-// would drop it, and the write would keep less than it was sent.
-func checkTags(field string, tags []string) error {
-	for i, t := range tags {
-		if strings.TrimSpace(t) == "" {
-			return grains.FieldError(lethe.CodeInvalidArgument, fmt.Sprintf("%s[%d]", field, i), "an empty tag: a tag is a non-empty string")
-		}
-	}
-	return nil
-}
+// which encoding/json decodes as ""), naming it (tags[2]) as the library
+// does, before any write: in a batch its name is grains[i].tags[j] even
+// when the batch holds one grain.
+func checkTags(field string, tags []string) error { return grains.CheckTags(field, tags) }
 
 // recall answers a query. A scope-limited token's query is kept within its
 // scopes.

@@ -23,7 +23,8 @@
 // importance, confidence and salience (numbers), tags (a list) and pinned
 // (TRUE or FALSE); metadata and embedding have none. A field SET names takes its
 // value, empty included (content = "" clears the content, tags = [] the
-// tags, confidence = 0 sets 0); the others carry forward, type included. RECALL WHERE filters on type,
+// tags, confidence = 0 sets 0; an empty item of a list, tags = [""], is
+// refused); the others carry forward, type included. RECALL WHERE filters on type,
 // subject, relation, object, namespace, scope, user_id and tag (each tag
 // condition adds a tag every grain must carry).
 //
@@ -553,6 +554,11 @@ func (p *parser) value(want ValueKind, f string) (Value, error) {
 	for {
 		if t.kind != tString {
 			return Value{}, p.errAt(t.pos, "expected a quoted string, found %s", describe(t))
+		}
+		if strings.TrimSpace(t.text) == "" {
+			// The library refuses it too (grains.CheckTags); here it is
+			// refused where it was written.
+			return Value{}, p.errAt(t.pos, "%s[%d] is empty: each item is a non-empty string", f, len(v.List))
 		}
 		v.List = append(v.List, t.text)
 		if t, err = p.next(); err != nil {

@@ -82,6 +82,8 @@ func TestParseErrors(t *testing.T) {
 		{"string for number", `SUPERSEDE "` + h1 + `" SET confidence = "high"`, "1:95", "takes a number"},
 		{"bad bool", `SUPERSEDE "` + h1 + `" SET pinned = yes`, "1:91", "TRUE or FALSE"},
 		{"bad list", `SUPERSEDE "` + h1 + `" SET tags = ["a" "b"]`, "1:94", `expected "," or "]"`},
+		{"empty tag", `SUPERSEDE "` + h1 + `" SET tags = [""]`, "1:90", "tags[0] is empty"},
+		{"blank tag", `SUPERSEDE "` + h1 + `" SET tags = ["a", " "]`, "1:95", "tags[1] is empty"},
 		{"no set", `SUPERSEDE "` + h1 + `"`, "1:77", "expected SET, found end of input"},
 		{"limit zero", "RECALL LIMIT 0", "1:14", "LIMIT is a whole number"},
 		{"limit frac", "RECALL LIMIT 2.5", "1:14", "LIMIT is a whole number"},

@@ -140,7 +140,8 @@ func (g Grain) MarshalJSON() ([]byte, error) {
 }
 
 // Normalize fills defaults in place: memory, namespace, confidence and
-// salience; it sorts and de-duplicates tags and trims the scope's slashes.
+// salience; it sorts and de-duplicates tags (dropping empty ones: writes
+// refuse those first, see CheckTags) and trims the scope's slashes.
 func (g *Grain) Normalize() {
 	if g.Memory == "" {
 		g.Memory = DefaultMemory
@@ -179,6 +180,18 @@ func NormalizeText(v string) string {
 		}
 	}
 	return v // ASCII is always NFC
+}
+
+// CheckTags refuses an empty tag of tags, or one of white space only,
+// naming it field[i] ("tags[2]"): Normalize would drop it, and a write
+// would keep less than it was sent. A tag is a non-empty string.
+func CheckTags(field string, tags []string) error {
+	for i, t := range tags {
+		if strings.TrimSpace(t) == "" {
+			return FieldError(CodeInvalidArgument, fmt.Sprintf("%s[%d]", field, i), "an empty tag: a tag is a non-empty string")
+		}
+	}
+	return nil
 }
 
 func normalizeTags(tags []string) []string {

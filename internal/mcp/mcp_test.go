@@ -309,6 +309,20 @@ func TestGrainTools(t *testing.T) {
 			t.Errorf("%s %v: %+v, want code %s", tc.tool, tc.args, e, tc.code)
 		}
 	}
+	// An empty tag is refused, naming it, as over HTTP; never dropped.
+	for _, tc := range []struct {
+		tool  string
+		args  m
+		field string
+	}{
+		{"add", m{"type": "fact", "content": "tagged", "tags": []string{""}}, "tags[0]"},
+		{"add", m{"type": "fact", "content": "tagged", "tags": []string{"a", " "}}, "tags[1]"},
+		{"supersede", m{"hash": sup.Hash, "tags": []string{"a", ""}}, "tags[1]"},
+	} {
+		if e := failed(t, cs, tc.tool, tc.args); e.Code != "invalid_argument" || e.Field != tc.field {
+			t.Errorf("%s %v: %+v, want invalid_argument field %s", tc.tool, tc.args, e, tc.field)
+		}
+	}
 	// An empty value filter never means every value: leave it out.
 	for _, f := range []string{"subject", "relation", "object", "user_id"} {
 		if e := failed(t, cs, "recall", m{f: " "}); e.Code != "invalid_argument" || e.Field != f {

@@ -25,7 +25,7 @@ type GrainFields struct {
 	Namespace  string            `json:"namespace,omitempty" jsonschema:"namespace (default: default, or the session's lock)"`
 	Scope      string            `json:"scope,omitempty" jsonschema:"scope path such as acme/prod/bot1 (never personal data)"`
 	UserID     string            `json:"user_id,omitempty" jsonschema:"the data subject the grain is about"`
-	Tags       []string          `json:"tags,omitempty"`
+	Tags       []string          `json:"tags,omitempty" jsonschema:"non-empty strings: an empty tag is refused (invalid_argument, field tags[i])"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Importance float64           `json:"importance,omitempty" jsonschema:"0 to 1; at or above the policy's threshold (0.9 by default) the grain is protected from forget"`
 	Confidence float64           `json:"confidence,omitempty" jsonschema:"0 to 1 (default 1)"`

@@ -171,8 +171,12 @@ func (w *Writer) insertBatch(ctx context.Context, batch []grains.Grain) ([]strin
 	return hs, err
 }
 
-// prepare normalizes and validates g for writing at now.
+// prepare normalizes and validates g for writing at now. An empty tag is
+// refused before Normalize, which would drop it.
 func (w *Writer) prepare(g *grains.Grain, now time.Time) error {
+	if err := grains.CheckTags("tags", g.Tags); err != nil {
+		return err
+	}
 	g.Normalize()
 	if g.CreatedAt.IsZero() {
 		g.CreatedAt = now
