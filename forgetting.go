@@ -66,7 +66,9 @@ func ParsePolicy(b []byte) (*Policy, error) { return forgetting.Parse(b) }
 // never candidates); Batch (candidates forgotten per transaction and per
 // grain.purge event, at most 10,000: more is too_large, below 0
 // invalid_argument); Namespace (limits the purge to one namespace); DryRun
-// (report, change nothing).
+// (report, change nothing). Another option outside the range a policy
+// file allows is invalid_argument with the option's JSON name as its
+// field (half_life_days), never its value.
 type PurgeOptions = sweep.PurgeOptions
 
 // PurgeResult says what a decay purge did, or with DryRun would do: the

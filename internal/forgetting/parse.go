@@ -72,6 +72,10 @@ type Problem struct {
 	Key     string // the key path, as "decay.threshold" or "auto_pin[1].pattern"; "" for the whole file
 	Line    int    // the line in the file, 0 if unknown
 	Message string
+	// Rule is Message without the value found ("must be in [0,1]" for
+	// "must be in [0,1], got 2"), for answers that must not quote what a
+	// caller sent; "" when the message has no value to leave out.
+	Rule string
 }
 
 func (p Problem) String() string {
@@ -428,8 +432,17 @@ func (p *Policy) Validate() error {
 
 type validator struct{ problems []Problem }
 
+// add records a problem. A format ending in ", got <verbs>" (its last
+// arguments) gives the problem a Rule: the message up to it.
 func (v *validator) add(key, format string, args ...any) {
-	v.problems = append(v.problems, Problem{Key: key, Message: fmt.Sprintf(format, args...)})
+	p := Problem{Key: key, Message: fmt.Sprintf(format, args...)}
+	if i := strings.LastIndex(format, ", got "); i >= 0 {
+		got := format[i:]
+		if n := strings.Count(got, "%") - 2*strings.Count(got, "%%"); n <= len(args) {
+			p.Rule = fmt.Sprintf(format[:i], args[:len(args)-n]...)
+		}
+	}
+	v.problems = append(v.problems, p)
 }
 
 // floatRange checks lo <= x <= hi, or lo < x <= hi if openLo.

@@ -2,6 +2,9 @@ package sweep
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 
 	"github.com/lethe-io/lethe/internal/audit"
 	"github.com/lethe-io/lethe/internal/forgetting"
@@ -11,7 +14,10 @@ import (
 )
 
 // PurgeOptions selects and tunes a decay purge. Zero fields take the
-// policy's values (Config.Policy's decay section).
+// policy's values (Config.Policy's decay section). An option outside the
+// range a policy file allows for it is an invalid_argument error whose
+// field is the option's JSON name (half_life_days), never quoting the
+// value; a Batch over grains.MaxBatch is too_large.
 type PurgeOptions struct {
 	// Memory is the memory to purge ("" means "default").
 	Memory string
@@ -135,9 +141,36 @@ func (s *Sweeper) decayPolicy(opts *PurgeOptions) (*forgetting.Policy, error) {
 		d.Curve = forgetting.CurveExponential
 	}
 	if err := p.Validate(); err != nil {
-		return nil, &grains.Error{Code: grains.CodeInvalidArgument, Message: "purge options: " + err.Error()}
+		return nil, optionError(err)
 	}
 	return &p, nil
+}
+
+// purgeOptions are the options of a purge (PurgeOptions' fields by their
+// JSON names, as the HTTP API's body spells them) that the policy's decay
+// section validates under the same names.
+var purgeOptions = []string{"curve", "half_life_days", "decay_per_day", "strength_days", "threshold", "min_age_days", "batch", "namespace"}
+
+// optionError turns the policy's refusal of a purge's options into
+// invalid_argument naming the first option at fault and its rule, never
+// the value. The policy itself was valid when loaded, so a problem with
+// another key is a bug.
+func optionError(err error) error {
+	var ve *forgetting.ValidationError
+	if errors.As(err, &ve) {
+		for _, p := range ve.Problems {
+			field, ok := strings.CutPrefix(p.Key, "decay.")
+			if !ok || !slices.Contains(purgeOptions, field) {
+				continue
+			}
+			msg := p.Rule
+			if msg == "" {
+				msg = "out of range"
+			}
+			return grains.FieldError(grains.CodeInvalidArgument, field, msg)
+		}
+	}
+	return grains.Wrap(grains.CodeInternal, "purge options", err)
 }
 
 func (s *Sweeper) purgeStale(ctx context.Context, opts PurgeOptions, wantReceipt bool) (*PurgeResult, error) {
