@@ -120,3 +120,23 @@ func TestEmptyTags(t *testing.T) {
 		}
 	})
 }
+
+// TestHashListItems: a malformed hash in a list is refused naming the item
+// (hashes[1]), not the list, by Forget and ArchiveGrains.
+func TestHashListItems(t *testing.T) {
+	db := openDB(t, lethe.Config{})
+	ctx := context.Background()
+	h := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "s"})
+	for name, call := range map[string]func(hs []string) error{
+		"forget": func(hs []string) error {
+			_, err := db.Forget(ctx, lethe.Selector{Hashes: hs, DryRun: true})
+			return err
+		},
+		"archive": func(hs []string) error { _, err := db.ArchiveGrains(ctx, "", hs); return err },
+	} {
+		var e *lethe.Error
+		if err := call([]string{h, strings.ToUpper(h)}); !errors.As(err, &e) || e.Code != lethe.CodeInvalidArgument || e.Field != "hashes[1]" {
+			t.Errorf("%s [h, H]: %v, want invalid_argument on hashes[1]", name, err)
+		}
+	}
+}

@@ -624,17 +624,25 @@ func testScopesUnseen(f *fixture) {
 	}
 
 	// 4. Forgetting c1 would delete c2, outside the token's scopes: 403
-	// forbidden, naming the field and no hash.
-	for _, body := range []map[string]any{
-		{"blob_hash": c1, "dry_run": true}, {"blob_hash": c1},
-		{"hashes": []string{c1}, "dry_run": true}, {"hashes": []string{missing, c1}},
+	// forbidden, naming the field (the item of a list) and no hash.
+	for _, tc := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"blob_hash": c1, "dry_run": true}, "blob_hash"},
+		{map[string]any{"blob_hash": c1}, "blob_hash"},
+		{map[string]any{"hashes": []string{c1}, "dry_run": true}, "hashes[0]"},
+		{map[string]any{"hashes": []string{missing, c1}}, "hashes[1]"},
+		{map[string]any{"hashes": []string{missing, e1, c1}, "subject": bob, "dry_run": true}, "hashes[2]"},
+		{map[string]any{"blob_hash": c1, "subject": bob, "dry_run": true}, "blob_hash"},
 	} {
+		body := tc.body
 		a := f.call(scoped, "POST", base+"/forget", body)
 		f.want(a, 403, "forbidden")
 		var e api.ErrorResponse
 		a.decode(f.t, &e)
-		if field := map[bool]string{true: "blob_hash", false: "hashes"}[body["blob_hash"] != nil]; e.Field != field {
-			f.t.Errorf("forget %v: field %q, want %q", body, e.Field, field)
+		if e.Field != tc.field {
+			f.t.Errorf("forget %v: field %q, want %q", body, e.Field, tc.field)
 		}
 		if strings.Contains(string(a.body), c2) || strings.Contains(string(a.body), c1) {
 			f.t.Errorf("forget %v: %s names a hash", body, a.body)
@@ -756,8 +764,11 @@ func testBadInput(f *fixture) {
 		{"forget two selectors", "POST", "/forget", "", `{"subject":"a","user_id":"b"}`, 400, "invalid_argument", ""},
 		{"forget bad hash", "POST", "/forget", "", `{"blob_hash":"xyz"}`, 400, "invalid_argument", "blob_hash"},
 		{"forget bad hash narrowed", "POST", "/forget", "", `{"blob_hash":"zz","user_id":"u"}`, 400, "invalid_argument", "blob_hash"},
-		{"forget bad hashes", "POST", "/forget", "", `{"hashes":["xyz"]}`, 400, "invalid_argument", "hashes"},
+		{"forget bad hashes", "POST", "/forget", "", `{"hashes":["xyz"]}`, 400, "invalid_argument", "hashes[0]"},
 		{"forget unknown field", "POST", "/forget", "", `{"everything":true}`, 400, "invalid_argument", "everything"},
+		// An item of a list at fault is named, not the list.
+		{"forget bad hash in a list", "POST", "/forget", "", `{"hashes":["` + strings.Repeat("a", 64) + `","XYZ"],"dry_run":true}`, 400, "invalid_argument", "hashes[1]"},
+		{"archive bad hash in a list", "POST", "/archive", "", `{"hashes":["` + strings.Repeat("a", 64) + `","` + strings.Repeat("A", 64) + `"]}`, 400, "invalid_argument", "hashes[1]"},
 		{"supersede bad hash", "POST", "/supersede", "", `{"blob_hash":"XYZ","type":"fact"}`, 400, "invalid_argument", "blob_hash"},
 		{"get bad hash", "GET", "/grains/not-a-hash", "", "", 400, "invalid_argument", "hash"},
 		{"get upper hash", "GET", "/grains/" + strings.Repeat("A", 64), "", "", 400, "invalid_argument", "hash"},

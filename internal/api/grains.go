@@ -357,10 +357,20 @@ func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 // chains whose every version is within its scopes (see withinScopes).
 func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) (*lethe.ForgetResult, error) {
 	memory, ctx, tok := sel.Memory, c.Request.Context(), tokenOf(c)
+	// A refusal names the item of the body's hashes at fault (hashes[i]),
+	// or blob_hash.
+	sent := sel.Hashes
+	item := func(i int) string { return fmt.Sprintf("hashes[%d]", i) }
 	if (sel.Hash != "" || sel.Hashes != nil) && (sel.Subject != "" || sel.UserID != "") {
 		narrowed, err := s.narrow(c, sel)
 		if err != nil || narrowed == nil {
 			return &lethe.ForgetResult{DryRun: sel.DryRun, Hashes: []string{}, Status: "not_found"}, err
+		}
+		if sel.Hash != "" {
+			item = func(int) string { return "blob_hash" }
+		} else {
+			kept := narrowed.Hashes
+			item = func(i int) string { return fmt.Sprintf("hashes[%d]", slices.Index(sent, kept[i])) }
 		}
 		sel = *narrowed
 	}
@@ -373,11 +383,11 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 			return nil, err
 		}
 		if sel.Hash != "" {
-			if _, err := s.withinScopes(c, memory, "blob_hash", []string{sel.Hash}, true); err != nil {
+			if _, err := s.withinScopes(c, memory, []string{sel.Hash}, true, func(int) string { return "blob_hash" }); err != nil {
 				return nil, err
 			}
 		} else {
-			kept, err := s.withinScopes(c, memory, "hashes", sel.Hashes, false)
+			kept, err := s.withinScopes(c, memory, sel.Hashes, false, item)
 			if err != nil {
 				return nil, err
 			}
@@ -396,13 +406,14 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 }
 
 // withinScopes returns the hashes a scope-limited token may forget, and
-// refuses, with forbidden on field, one whose chain has a version outside
-// its scopes (forgetting it would delete that version too; the answer
-// names no hash of it). A hash outside the token's scopes is no grain to
-// it: passed over as a missing one is, or for a forget by one hash
-// (single) not_found as a missing one is (grains.View.Forgettable).
-func (s *Server) withinScopes(c *gin.Context, memory, field string, hashes []string, single bool) ([]string, error) {
-	return s.view(c, memory).Forgettable(c.Request.Context(), field, hashes, single)
+// refuses, with forbidden on field(i), the hash at i whose chain has a
+// version outside its scopes (forgetting it would delete that version
+// too; the answer names no hash of it). A hash outside the token's scopes
+// is no grain to it: passed over as a missing one is, or for a forget by
+// one hash (single) not_found as a missing one is
+// (grains.View.Forgettable).
+func (s *Server) withinScopes(c *gin.Context, memory string, hashes []string, single bool, field func(i int) string) ([]string, error) {
+	return s.view(c, memory).Forgettable(c.Request.Context(), hashes, single, field)
 }
 
 // narrow turns a selector of hashes and a subject or user into one of the

@@ -1,6 +1,9 @@
 package grains
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Query selects grains for recall. Every non-empty filter must match; with no
 // filter, Recall lists the memory's grains. Superseded and archived grains
@@ -174,9 +177,9 @@ func (s *Selector) Validate() error {
 		if len(s.Hashes) > MaxBatch {
 			return FieldError(CodeTooLarge, "hashes", "at most 10000 hashes")
 		}
-		for _, h := range s.Hashes {
+		for i, h := range s.Hashes {
 			if !ValidHash(h) {
-				return FieldError(CodeInvalidArgument, "hashes", "each must be 64 lowercase hex digits")
+				return FieldError(CodeInvalidArgument, fmt.Sprintf("hashes[%d]", i), "must be 64 lowercase hex digits")
 			}
 		}
 	}

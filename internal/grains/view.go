@@ -31,7 +31,7 @@ type View struct {
 	Get     func(ctx context.Context, hash string) (*Grain, error)
 	History func(ctx context.Context, hash string) ([]Grain, error)
 	// Refuse is the error of a forget whose chain holds a hidden version,
-	// for the field that named it; it must name no hash.
+	// for the field that named the grain; it must name no hash.
 	Refuse func(field string) error
 }
 
@@ -111,15 +111,16 @@ func (v *View) Chain(ctx context.Context, hash string) ([]Grain, error) {
 }
 
 // Forgettable returns the hashes of a forget the view may pass on, and
-// refuses with Refuse(field) one whose chain holds a hidden version. A
-// hash the view hides, or that names no grain or an erased one, is passed
-// over; a forget by one hash (single) answers NoGrain for it instead, as
-// the library does for a missing one. A hash of a chain already kept is
-// passed over: its chain is forgotten once.
-func (v *View) Forgettable(ctx context.Context, field string, hashes []string, single bool) ([]string, error) {
+// refuses with Refuse(field(i)) the hash at index i when its chain holds a
+// hidden version (field names what the caller sent: "hashes[i]" for an
+// item of its list). A hash the view hides, or that names no grain or an
+// erased one, is passed over; a forget by one hash (single) answers
+// NoGrain for it instead, as the library does for a missing one. A hash
+// of a chain already kept is passed over: its chain is forgotten once.
+func (v *View) Forgettable(ctx context.Context, hashes []string, single bool, field func(i int) string) ([]string, error) {
 	kept := make([]string, 0, len(hashes))
 	seen := map[string]bool{}
-	for _, h := range hashes {
+	for i, h := range hashes {
 		if seen[h] {
 			continue
 		}
@@ -133,17 +134,17 @@ func (v *View) Forgettable(ctx context.Context, field string, hashes []string, s
 		if err != nil {
 			return nil, err
 		}
-		if i := slices.IndexFunc(chain, func(g Grain) bool { return g.Hash == h }); i < 0 || !v.Shows(&chain[i]) {
+		if j := slices.IndexFunc(chain, func(g Grain) bool { return g.Hash == h }); j < 0 || !v.Shows(&chain[j]) {
 			if single {
 				return nil, NoGrain(v.Memory, h)
 			}
 			continue
 		}
-		for i := range chain {
-			if !v.Shows(&chain[i]) {
-				return nil, v.Refuse(field)
+		for j := range chain {
+			if !v.Shows(&chain[j]) {
+				return nil, v.Refuse(field(i))
 			}
-			seen[chain[i].Hash] = true
+			seen[chain[j].Hash] = true
 		}
 		kept = append(kept, h)
 	}

@@ -323,6 +323,10 @@ func TestGrainTools(t *testing.T) {
 			t.Errorf("%s %v: %+v, want invalid_argument field %s", tc.tool, tc.args, e, tc.field)
 		}
 	}
+	// An item of a list at fault is named, not the list.
+	if e := failed(t, cs, "forget", m{"hashes": []string{h1, "nothex"}, "dry_run": true}); e.Code != "invalid_argument" || e.Field != "hashes[1]" {
+		t.Errorf("forget [h1, nothex]: %+v, want invalid_argument on hashes[1]", e)
+	}
 	// An empty value filter never means every value: leave it out.
 	for _, f := range []string{"subject", "relation", "object", "user_id"} {
 		if e := failed(t, cs, "recall", m{f: " "}); e.Code != "invalid_argument" || e.Field != f {
@@ -1236,11 +1240,20 @@ func TestLockUnseen(t *testing.T) {
 
 	// A forget of a chain with a version outside is refused, naming no
 	// hash; the list [e1, out] forgets e1's chain alone.
-	for _, args := range []m{{"hash": c1}, {"hashes": []string{d2}}, {"hash": n1, "dry_run": true}} {
-		res := call(t, cs, "forget", args)
-		noneNamed(fmt.Sprintf("forget %v", args), text(res))
-		if e := failed(t, cs, "forget", args); e.Code != "forbidden" {
-			t.Errorf("forget %v: %+v, want forbidden", args, e)
+	for _, tc := range []struct {
+		args  m
+		field string
+	}{
+		{m{"hash": c1}, "hash"},
+		{m{"hashes": []string{d2}}, "hashes[0]"},
+		{m{"hashes": []string{missing, e1, n1}, "dry_run": true}, "hashes[2]"},
+		{m{"hash": n1, "dry_run": true}, "hash"},
+		{m{"subject": "bob", "dry_run": true}, "subject"},
+	} {
+		res := call(t, cs, "forget", tc.args)
+		noneNamed(fmt.Sprintf("forget %v", tc.args), text(res))
+		if e := failed(t, cs, "forget", tc.args); e.Code != "forbidden" || e.Field != tc.field {
+			t.Errorf("forget %v: %+v, want forbidden on %s", tc.args, e, tc.field)
 		}
 	}
 	if fo := ok[mcp.ForgetOutput](t, cs, "forget", m{"hashes": []string{e1, out}}); fo.Count != 2 || !slices.Equal(fo.Hashes, sorted(e1, e2)) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -486,14 +487,21 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 			return nil, nil, h.fail("forget", err)
 		}
 	}
-	for _, s := range seeds {
+	// A refusal names the item of hashes at fault, or the target.
+	field := func(i int) string {
+		if out.Mode == "hashes" {
+			return fmt.Sprintf("hashes[%d]", i)
+		}
+		return out.Mode
+	}
+	for i, s := range seeds {
 		if !grains.ValidHash(s) {
-			return nil, nil, h.fail("forget", grains.FieldError(lethe.CodeInvalidArgument, out.Mode, "each must be 64 lowercase hex digits"))
+			return nil, nil, h.fail("forget", grains.FieldError(lethe.CodeInvalidArgument, field(i), "must be 64 lowercase hex digits"))
 		}
 	}
 	if h.locked() {
 		// Seeds outside the lock are passed over, as missing ones are.
-		if seeds, err = h.view(memory).Forgettable(ctx, out.Mode, seeds, in.Hash != nil); err != nil {
+		if seeds, err = h.view(memory).Forgettable(ctx, seeds, in.Hash != nil, field); err != nil {
 			return nil, nil, h.fail("forget", err)
 		}
 	}

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
 
@@ -182,9 +183,9 @@ func (s *Sweeper) ArchiveGrains(ctx context.Context, memory string, hashes []str
 	if len(hashes) > grains.MaxBatch {
 		return nil, grains.FieldError(grains.CodeTooLarge, "hashes", "at most 10000 hashes")
 	}
-	for _, h := range hashes {
+	for i, h := range hashes {
 		if !grains.ValidHash(h) {
-			return nil, grains.FieldError(grains.CodeInvalidArgument, "hashes", "each must be 64 lowercase hex digits")
+			return nil, grains.FieldError(grains.CodeInvalidArgument, fmt.Sprintf("hashes[%d]", i), "must be 64 lowercase hex digits")
 		}
 	}
 	rows, err := s.store.OpsByHashes(ctx, memory, hashes)
