@@ -74,8 +74,9 @@
 //
 // The server logs nothing of its own. Error results carry the library's
 // codes, messages and hints, which never quote personal values. The SDK's
-// own messages for arguments that do not match a tool's input schema, and
-// for an HTTP body that is not JSON-RPC, quote the value sent: the server
-// checks both first and answers code invalid_argument with the field and
-// the problem instead.
+// own messages for arguments that do not match a tool's input schema, for
+// a tool name it does not offer, and for an HTTP body that is not
+// JSON-RPC, quote the value sent: the server checks all three first and
+// answers code invalid_argument with the field and the problem instead
+// (an unknown tool keeps the SDK's JSON-RPC error code, -32602).
 package mcp

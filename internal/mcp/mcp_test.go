@@ -938,6 +938,26 @@ func TestArgumentErrorsQuoteNoValue(t *testing.T) {
 			t.Errorf("%s %v: %+v, want invalid_argument for field %q", tc.tool, tc.args, info, tc.field)
 		}
 	}
+	// A tool name the server does not offer (here an erasure tool without
+	// --allow-erase, and a name that is data) is the JSON-RPC error the SDK
+	// sends, invalid params, with lethe's code and field instead of the
+	// SDK's message, which quotes the name.
+	plain := connect(t, mcp.Config{Library: db})
+	for _, name := range []string{mark, "forget_user"} {
+		_, err := plain.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: m{"user_id": mark}})
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams {
+			t.Errorf("tool %q: %v, want a JSON-RPC invalid params error", name, err)
+			continue
+		}
+		if strings.Contains(err.Error(), mark) || strings.Contains(err.Error(), "forget_user") {
+			t.Errorf("tool %q: the error quotes the name or the arguments: %v", name, err)
+		}
+		var info mcp.ErrorInfo
+		if err := json.Unmarshal(we.Data, &info); err != nil || info.Code != "invalid_argument" || info.Field != "name" || info.Hint == "" {
+			t.Errorf("tool %q: data %s, want code invalid_argument, field name and a hint", name, we.Data)
+		}
+	}
 }
 
 // TestHTTPMalformedBody posts bodies that are not JSON-RPC, each with a

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/lethe-io/lethe"
@@ -78,7 +79,9 @@ func nullable(names ...string) func(*jsonschema.Schema) {
 // arguments do not match its tool's input schema with a lethe error
 // result (code invalid_argument, the field, no value), and replaces the
 // text of any error result that is not the server's own (the SDK's
-// validation and decoding messages) likewise.
+// validation and decoding messages) likewise. A call of a tool the server
+// does not offer is unknownTool's error, not the SDK's, which quotes the
+// name sent.
 func validateArgs(inputs map[string]*jsonschema.Schema) sdk.Middleware {
 	return func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
@@ -86,10 +89,12 @@ func validateArgs(inputs map[string]*jsonschema.Schema) sdk.Middleware {
 			if !ok || ctr.Params == nil {
 				return next(ctx, method, req)
 			}
-			if s := inputs[ctr.Params.Name]; s != nil {
-				if err := checkArgs(s, ctr.Params.Arguments); err != nil {
-					return invalidArgs(err), nil
-				}
+			s := inputs[ctr.Params.Name]
+			if s == nil {
+				return nil, unknownTool()
+			}
+			if err := checkArgs(s, ctr.Params.Arguments); err != nil {
+				return invalidArgs(err), nil
 			}
 			res, err := next(ctx, method, req)
 			if r, ok := res.(*sdk.CallToolResult); ok && err == nil && r.IsError && !ownError(r) {
@@ -99,6 +104,16 @@ func validateArgs(inputs map[string]*jsonschema.Schema) sdk.Middleware {
 			return res, err
 		}
 	}
+}
+
+// unknownTool is the answer to a tools/call naming a tool the server does
+// not offer: the JSON-RPC error the SDK sends (invalid params), whose
+// message and data are an ErrorInfo (code invalid_argument, field name)
+// that does not quote the name, as a resource read's refusal is.
+func unknownTool() error {
+	b, _ := json.Marshal(ErrorInfo{Code: string(lethe.CodeInvalidArgument), Field: "name", Message: "no such tool",
+		Hint: "see tools/list; the erasure tools need --allow-erase, the request tools --allow-requests"})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: string(b), Data: b}
 }
 
 // invalidArgs is the error result of arguments that checkArgs refused.
