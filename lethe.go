@@ -91,12 +91,13 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...str
 	return db.writes.Supersede(ctx, oldHash, g, set...)
 }
 
-// Scopes returns the scope of each of hashes that names a grain of memory
-// ("" means "default") that Get would return: a hash that names nothing,
-// or an erased version, is left out. It reads the rows in one statement
-// and decrypts none; the API uses it to learn which linked versions a
-// scope-limited token may see.
-func (db *DB) Scopes(ctx context.Context, memory string, hashes []string) (map[string]string, error) {
+// Locate returns, for each of hashes that names a grain of memory ("" means
+// "default") that Get would return, where it is: a Grain with only Hash,
+// Memory, Namespace and Scope set. A hash that names nothing, or an erased
+// version, is left out. It reads the rows in one statement and decrypts
+// none; the API and the MCP server use it to learn which linked versions a
+// partial view may show (grains.View).
+func (db *DB) Locate(ctx context.Context, memory string, hashes []string) (map[string]Grain, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
 		return nil, err
@@ -112,7 +113,7 @@ func (db *DB) Scopes(ctx context.Context, memory string, hashes []string) (map[s
 	}
 	db.observe(rows)
 	db.sealer.WarmRows(ctx, rows)
-	out := make(map[string]string, len(rows))
+	out := make(map[string]Grain, len(rows))
 	for i := range rows {
 		if _, err := db.ring.GrainKey(ctx, rows[i].KeyChain); err != nil {
 			if ErrorCode(err) == CodeErased {
@@ -120,7 +121,8 @@ func (db *DB) Scopes(ctx context.Context, memory string, hashes []string) (map[s
 			}
 			return nil, err
 		}
-		out[rows[i].Hash] = rows[i].Scope
+		r := &rows[i]
+		out[r.Hash] = Grain{Hash: r.Hash, Memory: r.Memory, Namespace: r.Namespace, Scope: r.Scope}
 	}
 	return out, nil
 }

@@ -1041,15 +1041,15 @@ func (m *machine) Check(t *rapid.T) {
 			}
 		}
 	}
-	// Scopes answers of every hash what Get does of its scope.
-	scopes, err := db.Scopes(ctx, m.memory, m.order)
+	// Locate answers of every hash what Get does of its place.
+	places, err := db.Locate(ctx, m.memory, m.order)
 	if err != nil {
-		t.Fatalf("Scopes: %v", err)
+		t.Fatalf("Locate: %v", err)
 	}
 	for _, h := range m.order {
 		x := m.grains[h]
-		if s, ok := scopes[h]; ok != x.alive || (ok && s != x.g.Scope) {
-			t.Fatalf("Scopes[%s] = %q, %t; want %q, %t", h[:8], s, ok, x.g.Scope, x.alive)
+		if g, ok := places[h]; ok != x.alive || (ok && (g.Scope != x.g.Scope || g.Namespace != x.g.Namespace)) {
+			t.Fatalf("Locate[%s] = %+v, %t; want %q %q, %t", h[:8], g, ok, x.g.Namespace, x.g.Scope, x.alive)
 		}
 	}
 	queries := []lethe.Query{{}, {IncludeSuperseded: true, IncludeArchived: true}, {Tags: []string{"x"}}, {Type: "caveat", IncludeArchived: true}}

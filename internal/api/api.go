@@ -54,7 +54,7 @@ type Library interface {
 	Recall(ctx context.Context, q lethe.Query) (*lethe.Page, error)
 	Supersede(ctx context.Context, oldHash string, g lethe.Grain, set ...string) (string, error)
 	History(ctx context.Context, memory, hash string) ([]lethe.Grain, error)
-	Scopes(ctx context.Context, memory string, hashes []string) (map[string]string, error)
+	Locate(ctx context.Context, memory string, hashes []string) (map[string]lethe.Grain, error)
 	Forget(ctx context.Context, sel lethe.Selector) (*lethe.ForgetResult, error)
 	Auditor
 	Eraser

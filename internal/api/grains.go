@@ -181,6 +181,9 @@ func (s *Server) view(c *gin.Context, memory string) *grains.View {
 		Sees:    func(g *lethe.Grain) bool { return tok.AllowsScope(g.Scope) },
 		Get:     func(ctx context.Context, h string) (*lethe.Grain, error) { return s.lib.Get(ctx, memory, h) },
 		History: func(ctx context.Context, h string) ([]lethe.Grain, error) { return s.lib.History(ctx, memory, h) },
+		Locate: func(ctx context.Context, hs []string) (map[string]lethe.Grain, error) {
+			return s.lib.Locate(ctx, memory, hs)
+		},
 		Refuse: func(field string) error {
 			return &lethe.Error{Code: CodeForbidden, Field: field,
 				Message: "a version of the chain is outside this token's scopes",

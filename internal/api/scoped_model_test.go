@@ -367,13 +367,13 @@ func (m *scopeModel) forgetList(k scopeToken) {
 	// a version outside refuses the whole request.
 	var kept []string
 	seen := map[string]bool{}
-	for _, h := range hs {
+	for i, h := range hs {
 		if seen[h] || m.visible(k, h) == nil {
 			continue
 		}
 		for _, v := range m.chain(h) {
 			if !k.allows(v.scope) {
-				f.wantField(a, 403, "forbidden", "hashes")
+				f.wantField(a, 403, "forbidden", fmt.Sprintf("hashes[%d]", i))
 				for _, h := range hs {
 					if strings.Contains(string(a.body), h) {
 						f.t.Errorf("the refusal names a hash: %s", a.body)

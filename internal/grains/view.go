@@ -30,6 +30,12 @@ type View struct {
 	// name do.
 	Get     func(ctx context.Context, hash string) (*Grain, error)
 	History func(ctx context.Context, hash string) ([]Grain, error)
+	// Locate, when set, reads where several grains are in one call, as
+	// lethe.DB.Locate does: each readable grain of hashes with its Hash,
+	// Namespace and Scope (what Sees must decide by). HideLinks uses it for
+	// the linked versions it does not hold; without it, it reads each with
+	// Get.
+	Locate func(ctx context.Context, hashes []string) (map[string]Grain, error)
 	// Refuse is the error of a forget whose chain holds a hidden version,
 	// for the field that named the grain; it must name no hash.
 	Refuse func(field string) error
@@ -53,33 +59,61 @@ func (v *View) Grain(ctx context.Context, hash string) (*Grain, error) {
 
 // HideLinks clears the links of gs that name a version the view hides, or
 // one that cannot be read (missing or erased), so that the caller learns
-// no hash of a version it cannot get. A linked version gs does not hold is
-// read to learn whether the view shows it.
+// no hash of a version it cannot get. The linked versions gs does not hold
+// are looked up to learn whether the view shows them: in one call with
+// Locate, else one Get each.
 func (v *View) HideLinks(ctx context.Context, gs []Grain) error {
 	shown := make(map[string]bool, len(gs))
 	for i := range gs {
 		shown[gs[i].Hash] = v.Shows(&gs[i])
 	}
+	var elsewhere []string
+	for i := range gs {
+		for _, link := range []string{gs[i].Supersedes, gs[i].SupersededBy} {
+			if _, known := shown[link]; link != "" && !known {
+				shown[link] = false // until looked up below
+				elsewhere = append(elsewhere, link)
+			}
+		}
+	}
+	if err := v.lookUp(ctx, elsewhere, shown); err != nil {
+		return err
+	}
 	for i := range gs {
 		for _, link := range []*string{&gs[i].Supersedes, &gs[i].SupersededBy} {
-			if *link == "" {
-				continue
-			}
-			ok, known := shown[*link]
-			if !known {
-				g, err := v.Get(ctx, *link)
-				switch code := ErrorCode(err); {
-				case err == nil:
-					ok = v.Shows(g)
-				case code == CodeNotFound || code == CodeErased:
-				default:
-					return err
-				}
-				shown[*link] = ok
-			}
-			if !ok {
+			if *link != "" && !shown[*link] {
 				*link = ""
 			}
+		}
+	}
+	return nil
+}
+
+// lookUp sets shown[h] for each of hashes: whether it names a readable
+// grain the view shows.
+func (v *View) lookUp(ctx context.Context, hashes []string, shown map[string]bool) error {
+	if len(hashes) == 0 {
+		return nil
+	}
+	if v.Locate != nil {
+		found, err := v.Locate(ctx, hashes)
+		if err != nil {
+			return err
+		}
+		for _, h := range hashes {
+			g, ok := found[h]
+			shown[h] = ok && v.Shows(&g)
+		}
+		return nil
+	}
+	for _, h := range hashes {
+		g, err := v.Get(ctx, h)
+		switch code := ErrorCode(err); {
+		case err == nil:
+			shown[h] = v.Shows(g)
+		case code == CodeNotFound || code == CodeErased:
+		default:
+			return err
 		}
 	}
 	return nil

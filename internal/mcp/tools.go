@@ -304,12 +304,23 @@ func emptyFilter(args json.RawMessage, in *RecallInput) error {
 // follows too). Unlocked, it sees every grain.
 func (h *handlers) view(memory string) *grains.View {
 	lib := h.cfg.Library
-	return &grains.View{Memory: memory, Sees: h.inLock,
+	v := &grains.View{Memory: memory, Sees: h.inLock,
 		Get:     func(ctx context.Context, hash string) (*lethe.Grain, error) { return lib.Get(ctx, memory, hash) },
 		History: func(ctx context.Context, hash string) ([]lethe.Grain, error) { return lib.History(ctx, memory, hash) },
 		Refuse: func(field string) error {
 			return forbidden(field, "a version of the chain is outside this session's lock")
 		}}
+	if l, ok := lib.(locator); ok {
+		v.Locate = func(ctx context.Context, hs []string) (map[string]lethe.Grain, error) { return l.Locate(ctx, memory, hs) }
+	}
+	return v
+}
+
+// locator is the embedded store's batch lookup of where grains are
+// (lethe.DB.Locate), which a lock's link checks use when the library has
+// it; an HTTP client of a server has not.
+type locator interface {
+	Locate(ctx context.Context, memory string, hashes []string) (map[string]lethe.Grain, error)
 }
 
 // get returns the grain hash in memory, with its links hidden under a

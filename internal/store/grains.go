@@ -444,7 +444,7 @@ func (db *DB) ReadGrain(ctx context.Context, memory, hash string) (*GrainRow, er
 }
 
 // Placements returns, for those of hashes that name a row of memory, the
-// row with only its Hash, Memory, Scope, KeyChain and Epoch set: where a
+// row with only its Hash, Memory, Namespace, Scope, KeyChain and Epoch set: where a
 // version is and which keys open it, without its blob, in one statement per
 // 500 hashes and in no order.
 func (db *DB) Placements(ctx context.Context, memory string, hashes []string) ([]GrainRow, error) {
@@ -461,7 +461,7 @@ func (db *DB) Placements(ctx context.Context, memory string, hashes []string) ([
 			args = append(args, h)
 		}
 		args = append(args, memory)
-		q := db.rebind("SELECT hash, scope, key_chain, " + epochExpr + " FROM grains WHERE hash IN (?" +
+		q := db.rebind("SELECT hash, namespace, scope, key_chain, " + epochExpr + " FROM grains WHERE hash IN (?" +
 			strings.Repeat(", ?", len(part)-1) + ") AND memory = ?")
 		if err := db.placements(sctx, q, args, memory, &out); err != nil {
 			return nil, translate(err, "read grains")
@@ -475,19 +475,15 @@ func (db *DB) placements(ctx context.Context, q string, args []any, memory strin
 	if db.dialect == SQLite {
 		return db.queryDriver(ctx, q, args, func(vals []driver.Value) (err error) {
 			r := GrainRow{Memory: memory}
-			if len(vals) != 4 {
+			if len(vals) != 5 {
 				return fmt.Errorf("placement: %d columns", len(vals))
 			}
-			if r.Hash, err = valString(vals[0]); err != nil {
-				return err
+			for i, p := range []*string{&r.Hash, &r.Namespace, &r.Scope, &r.KeyChain} {
+				if *p, err = valString(vals[i]); err != nil {
+					return err
+				}
 			}
-			if r.Scope, err = valString(vals[1]); err != nil {
-				return err
-			}
-			if r.KeyChain, err = valString(vals[2]); err != nil {
-				return err
-			}
-			if r.Epoch, err = valInt(vals[3]); err != nil {
+			if r.Epoch, err = valInt(vals[4]); err != nil {
 				return err
 			}
 			*out = append(*out, r)
@@ -501,7 +497,7 @@ func (db *DB) placements(ctx context.Context, q string, args []any, memory strin
 	defer res.Close()
 	for res.Next() {
 		r := GrainRow{Memory: memory}
-		if err := res.Scan(&r.Hash, &r.Scope, &r.KeyChain, &r.Epoch); err != nil {
+		if err := res.Scan(&r.Hash, &r.Namespace, &r.Scope, &r.KeyChain, &r.Epoch); err != nil {
 			return err
 		}
 		*out = append(*out, r)
