@@ -311,7 +311,9 @@ func (h *handlers) view(memory string) *grains.View {
 			return forbidden(field, "a version of the chain is outside this session's lock")
 		}}
 	if l, ok := lib.(locator); ok {
-		v.Locate = func(ctx context.Context, hs []string) (map[string]lethe.Grain, error) { return l.Locate(ctx, memory, hs) }
+		v.Locate = func(ctx context.Context, hs []string) (map[string]lethe.Grain, error) {
+			return l.Locate(ctx, memory, hs)
+		}
 	}
 	return v
 }
