@@ -733,6 +733,7 @@ func testBadInput(f *fixture) {
 		{"empty tag", "POST", "/grains", "", `{"type":"fact","subject":"x","tags":["a",""]}`, 400, "invalid_argument", "tags[1]"},
 		{"blank tag in batch", "POST", "/grains", "", `{"grains":[{"type":"fact","subject":"x"},{"type":"fact","subject":"y","tags":[" "]}]}`, 400, "invalid_argument", "grains[1].tags[0]"},
 		{"empty tag in supersede", "POST", "/supersede", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","tags":[""]}`, 400, "invalid_argument", "tags[0]"},
+		{"empty tag in recall", "POST", "/recall", "", `{"tags":["a"," "]}`, 400, "invalid_argument", "tags[1]"},
 		{"empty body", "POST", "/grains", "", ``, 400, "invalid_argument", ""},
 		{"mixed single and batch", "POST", "/grains", "", `{"type":"fact","grains":[{"type":"fact","subject":"x"}]}`, 400, "invalid_argument", ""},
 		{"empty batch", "POST", "/grains", "", `{"grains":[]}`, 400, "invalid_argument", "grains"},

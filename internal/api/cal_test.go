@@ -184,7 +184,7 @@ func TestCALBadInput(t *testing.T) {
 	f.want(f.calCall(tok, "  "), http.StatusBadRequest, "invalid_argument")
 	// An empty value filter never means every value (HISTORY and FORGET
 	// refuse it too).
-	for _, st := range []string{`RECALL WHERE subject = ""`, `RECALL WHERE user_id = " "`} {
+	for _, st := range []string{`RECALL WHERE subject = ""`, `RECALL WHERE user_id = " "`, `RECALL WHERE tag = ""`} {
 		f.want(f.calCall(tok, st), http.StatusBadRequest, "invalid_argument")
 	}
 	f.want(f.calCall(tok, `RECALL WHERE subject = "`+strings.Repeat("a", 70000)+`"`), http.StatusRequestEntityTooLarge, "payload_too_large")

@@ -59,7 +59,9 @@ func (q *Query) Normalize() {
 	if q.Limit == 0 {
 		q.Limit = DefaultLimit
 	}
-	q.Tags = normalizeTags(q.Tags)
+	if CheckTags("tags", q.Tags) == nil { // else Validate refuses it
+		q.Tags = normalizeTags(q.Tags)
+	}
 }
 
 // Validate checks a normalized query.
@@ -91,6 +93,11 @@ func (q *Query) Validate() error {
 		}
 	}
 	if err := ValidateNamespace(q.Namespace); err != nil {
+		return err
+	}
+	// An empty tag is refused, as in a write: dropped, it would widen the
+	// filter to every grain.
+	if err := CheckTags("tags", q.Tags); err != nil {
 		return err
 	}
 	// Every list in a query is bounded as writes are: each tag is one more
