@@ -37,8 +37,12 @@ const (
 	// call's transaction in a deadlock (a delete tries five times first):
 	// nothing was changed; try again.
 	CodeConflict = grains.CodeConflict
-	// CodeErased is returned when a key in the grain's chain was destroyed
-	// (crypto-erased); the HTTP API answers it as CodeNotFound.
+	// CodeErased is returned by Get, History and Supersede when a key in
+	// the chain of the grain named was destroyed (crypto-erased), until the
+	// cleaner deletes its row (then CodeNotFound). Its message is that of
+	// a hash that names no grain; Forget and ArchiveGrains pass over such
+	// a hash as one. lethe's surfaces answer it as CodeNotFound: see
+	// [HideErasure].
 	CodeErased = grains.CodeErased
 	// CodeHeld is returned when a legal hold forbids a destructive call;
 	// the refusal is audited.

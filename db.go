@@ -82,6 +82,13 @@ type KeyRef = keys.Ref
 // errors that are not lethe's).
 func ErrorCode(err error) Code { return grains.ErrorCode(err) }
 
+// HideErasure returns err as a client should hear it: an error with code
+// erased becomes a not_found error with the same message (that of a hash
+// that names no grain), without its cause; any other error is returned as
+// it is. lethe's own surfaces (the HTTP API, CAL, MCP, the command line)
+// answer every error through it, so an erasure leaves no trace.
+func HideErasure(err error) error { return grains.HideErasure(err) }
+
 // Proof is a signed erasure proof that an auditor verifies offline with
 // "lethe verify" and the log's public key.
 type Proof = proofs.Proof

@@ -155,7 +155,8 @@ func (db *DB) Archive(ctx context.Context, memory string, opts ArchiveOptions) (
 // leave default recall and stay reachable with Query.IncludeArchived and
 // Get. Grains already archived are left as they are. It commits one
 // grain.archive event and returns its receipt; it fails with not_found if
-// no hash names a grain of memory.
+// no hash names a grain of memory. The hash of a crypto-erased grain names
+// none.
 func (db *DB) ArchiveGrains(ctx context.Context, memory string, hashes []string) (*ArchiveResult, error) {
 	return db.sweep.ArchiveGrains(ctx, memory, hashes)
 }

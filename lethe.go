@@ -21,6 +21,7 @@ import (
 	"context"
 
 	"github.com/lethe-io/lethe/internal/erasure"
+	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/store"
 )
 
@@ -45,6 +46,9 @@ func (db *DB) AddBatch(ctx context.Context, gs []Grain) ([]string, error) {
 // Get returns the grain with hash in memory ("" means "default"),
 // superseded or archived included. ctx is checked before its read; on
 // SQLite that read, one row by its index, is not interrupted once started.
+// A grain whose key was destroyed fails with code erased and the message
+// of a hash that names no grain (not_found once the cleaner has deleted
+// its row).
 func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
@@ -55,10 +59,21 @@ func (db *DB) Get(ctx context.Context, memory, hash string) (*Grain, error) {
 	}
 	r, err := db.store.ReadGrain(ctx, memory, hash)
 	if err != nil {
-		return nil, err
+		return nil, erasedGrain(memory, hash, err)
 	}
 	db.observe([]store.GrainRow{*r})
-	return db.sealer.Open(ctx, r)
+	g, err := db.sealer.Open(ctx, r)
+	return g, erasedGrain(memory, hash, err)
+}
+
+// erasedGrain is err, or for an error with code erased, the erased error
+// of hash in memory: whatever key of its chain was destroyed, the grain
+// named is gone, and said to be as NoGrain says it.
+func erasedGrain(memory, hash string, err error) error {
+	if grains.ErrorCode(err) == grains.CodeErased {
+		return grains.Erased(memory, hash, err)
+	}
+	return err
 }
 
 // Recall returns the grains matching q one page at a time. Pages follow
@@ -86,9 +101,11 @@ func (db *DB) Recall(ctx context.Context, q Query) (*Page, error) { return db.re
 // or at g's salience when set. A name outside [grains.SettableFields]
 // (type, subject, relation, object, content, namespace, scope, user_id,
 // tags, metadata, embedding, importance, confidence, salience, pinned) is
-// an invalid_argument error.
+// an invalid_argument error. Superseding a grain whose key was destroyed
+// fails as Get does.
 func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...string) (string, error) {
-	return db.writes.Supersede(ctx, oldHash, g, set...)
+	h, err := db.writes.Supersede(ctx, oldHash, g, set...)
+	return h, erasedGrain(g.Memory, oldHash, err)
 }
 
 // Locate returns, for each of hashes that names a grain of memory ("" means
@@ -142,7 +159,7 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 	}
 	rows, err := db.store.Chain(ctx, memory, hash)
 	if err != nil {
-		return nil, err
+		return nil, erasedGrain(memory, hash, err)
 	}
 	db.observe(rows)
 	out := make([]Grain, 0, len(rows))
@@ -153,7 +170,7 @@ func (db *DB) History(ctx context.Context, memory, hash string) ([]Grain, error)
 		}
 		g, err := db.sealer.Open(ctx, &rows[i])
 		if err != nil {
-			return nil, err
+			return nil, erasedGrain(memory, hash, err)
 		}
 		out = append(out, *g)
 	}
@@ -177,7 +194,9 @@ type ForgetResult = erasure.ForgetResult
 // way to remove one user's versions only. A forget by hash or hashes of a
 // grain a protection rule of the policy keeps (pinned, a protected type,
 // high importance) refuses with code protected, a reason and a hint, and
-// the refusal is audited; see ForceForget.
+// the refusal is audited; see ForceForget. The hash of a crypto-erased
+// grain names no grain: a forget by it (Hash: not_found; Hashes: passed
+// over) deletes nothing through it, its chain's survivors included.
 func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 	return db.erasure.Forget(ctx, sel, false)
 }

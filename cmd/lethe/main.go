@@ -52,6 +52,7 @@ func report(err error, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	err = lethe.HideErasure(err) // an erased grain is no grain, here as over --server
 	fmt.Fprintf(stderr, "lethe: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {

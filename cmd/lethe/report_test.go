@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/lethe-io/lethe"
@@ -26,7 +28,11 @@ func TestReportCodes(t *testing.T) {
 		code := lethe.Code(m[1])
 		var stderr bytes.Buffer
 		status := report(&lethe.Error{Code: code, Message: "it failed", Hint: "do this"}, &stderr)
-		want := "lethe: it failed\nhint: do this\ncode: " + string(code) + "\n"
+		heard := code
+		if code == lethe.CodeErased {
+			heard = lethe.CodeNotFound // an erased grain is no grain: TestReportErased
+		}
+		want := "lethe: it failed\nhint: do this\ncode: " + string(heard) + "\n"
 		if status != 1 || stderr.String() != want {
 			t.Errorf("%s: exit %d, stderr %q; want exit 1, %q", code, status, stderr.String(), want)
 		}
@@ -37,5 +43,20 @@ func TestReportCodes(t *testing.T) {
 	}
 	if !regexp.MustCompile(`otherwise the library's codes, ` + "`verify_failed`" + `,\s+` + "`decrypt_failed`" + `\s+or ` + "`io`" + `, exit status 1`).Match(readme) {
 		t.Error("README.md no longer says the library's codes exit with status 1")
+	}
+}
+
+// TestReportErased: the command line reports a grain the library says was
+// erased exactly as one that names nothing, on the embedded store as over
+// --server (where the API already answers it so): the erasure's cause
+// is not printed, and the code is not_found.
+func TestReportErased(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	msg := "no grain " + h + " in memory default"
+	var erased, none bytes.Buffer
+	es := report(&lethe.Error{Code: lethe.CodeErased, Message: msg, Err: errors.New("a key of this grain's chain was erased")}, &erased)
+	ns := report(&lethe.Error{Code: lethe.CodeNotFound, Message: msg}, &none)
+	if es != ns || erased.String() != none.String() {
+		t.Errorf("erased grain: exit %d, %q; a hash that names nothing: exit %d, %q", es, erased.String(), ns, none.String())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // Codes the API adds to lethe's domain codes. Like those, they are stable.
@@ -34,7 +35,7 @@ var statuses = map[lethe.Code]int{
 	lethe.CodeNotFound:          http.StatusNotFound,
 	lethe.CodeAlreadySuperseded: http.StatusConflict,
 	lethe.CodeConflict:          http.StatusConflict,
-	lethe.CodeErased:            http.StatusNotFound, // answered as not_found: see response
+	lethe.CodeErased:            http.StatusNotFound, // answered as not_found (grains.HideErasure): see response
 	lethe.CodeHeld:              http.StatusLocked,   // 423: a legal hold locks the data against destruction
 	lethe.CodeProtected:         http.StatusConflict,
 	lethe.CodeUnavailable:       http.StatusServiceUnavailable,
@@ -70,15 +71,16 @@ func apiError(code lethe.Code, message, hint string) error {
 // response returns the status and body for err. Internal errors, and codes
 // the table does not know, get a fixed message: their text stays in the
 // log.
+//
+// A grain whose key was destroyed is gone: the API says so as it says it
+// of a hash that names nothing, in the same words (the library's erased
+// error of a grain carries grains.NoGrain's message), so an erasure leaves
+// no trace.
 func response(err error) (int, ErrorResponse) {
+	err = grains.HideErasure(err)
 	code := lethe.ErrorCode(err)
 	if errors.Is(err, context.DeadlineExceeded) {
 		code = CodeDeadlineExceeded
-	}
-	if code == lethe.CodeErased {
-		// A grain whose key was destroyed is gone: the API says so as it
-		// says it of a grain that never was, so an erasure leaves no trace.
-		return http.StatusNotFound, ErrorResponse{Code: string(lethe.CodeNotFound), Message: "no such grain"}
 	}
 	status := Status(code)
 	if code == CodeDeadlineExceeded {

@@ -55,6 +55,10 @@ func TestResponse(t *testing.T) {
 			ErrorResponse{Code: "deadline_exceeded", Message: "the request did not finish in time"}},
 		{"hint", &grains.Error{Code: grains.CodeEmptySelector, Message: "m", Hint: "h"}, http.StatusBadRequest,
 			ErrorResponse{Code: "empty_selector", Message: "m", Hint: "h"}},
+		// An erased grain is answered as grains.NoGrain is.
+		{"erased", grains.Erased("m", "ab12", errors.New("a key of this grain's chain was erased")), 404,
+			ErrorResponse{Code: "not_found", Message: "no grain ab12 in memory m"}},
+		{"no grain", grains.NoGrain("m", "ab12"), 404, ErrorResponse{Code: "not_found", Message: "no grain ab12 in memory m"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

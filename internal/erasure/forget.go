@@ -106,11 +106,9 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	case sel.Hash != "":
 		del, err = e.cfg.Store.DeleteHashes(ctx, sel.Memory, []string{sel.Hash}, e.cfg.Now().UnixMicro(), mk)
 		if del != nil && len(del.Hashes) == 0 && (err == nil || errors.Is(err, store.ErrDryRun)) {
-			// Nothing to delete: answer as a read of the grain would
-			// (not_found), without a read before every forget.
-			if _, gerr := e.cfg.Store.GrainByHash(ctx, sel.Memory, sel.Hash); gerr != nil {
-				return nil, gerr
-			}
+			// Nothing to delete: the hash names no grain, or an erased
+			// one, which the delete passes over as no grain.
+			return nil, grains.NoGrain(sel.Memory, sel.Hash)
 		}
 	case sel.Hashes != nil:
 		del, err = e.cfg.Store.DeleteHashes(ctx, sel.Memory, sel.Hashes, e.cfg.Now().UnixMicro(), mk)

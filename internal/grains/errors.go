@@ -75,6 +75,31 @@ func NoGrain(memory, hash string) *Error {
 	return Errorf(CodeNotFound, "no grain %s in memory %s", hash, memory)
 }
 
+// Erased is the error of a call that names, by hash, a grain of memory
+// ("" means the default memory) whose key was destroyed: code erased, for
+// library callers that branch on it, with NoGrain's message and no field
+// or hint, so that a surface that answers it as not_found (see
+// HideErasure) says what it says of a hash that names nothing. cause is
+// kept for logs.
+func Erased(memory, hash string, cause error) *Error {
+	e := NoGrain(memory, hash)
+	e.Code, e.Err = CodeErased, cause
+	return e
+}
+
+// HideErasure returns err as lethe's wire surfaces (the HTTP API, CAL, MCP,
+// the command line) report it: an error with code erased becomes a
+// not_found error with the same message, field and hint, without its
+// cause; any other error is returned as it is. A grain is erased for
+// every client as if it never was.
+func HideErasure(err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeErased {
+		return err
+	}
+	return &Error{Code: CodeNotFound, Field: e.Field, Message: e.Message, Hint: e.Hint}
+}
+
 // NoGrains is the not_found error for a list of hashes none of which names
 // a grain of memory ("" means the default memory): what an archive of
 // such a list answers, and what a scope-limited token hears of a list

@@ -55,13 +55,14 @@ func parseURI(uri string, history bool) (memory, hash string, ok bool) {
 // refused (forbidden, invalid_memory, unauthorized...): an application
 // code of JSON-RPC 2.0's server range (-32000 to -32099). The error's
 // message and data are the ErrorInfo, with lethe's code, field and hint.
-// A missing grain is MCP's resource not found (the SDK's
+// A missing grain (an erased one too) is MCP's resource not found (the SDK's
 // CodeResourceNotFound: -32602 since the specification's SEP-2164, -32002
 // before), an internal failure -32603.
 const CodeRefused = -32001
 
 // resourceErr turns a library error into a resource read's error.
 func (h *handlers) resourceErr(uri string, err error) error {
+	err = grains.HideErasure(err)
 	code := lethe.ErrorCode(err)
 	if code == lethe.CodeNotFound {
 		return sdk.ResourceNotFoundError(uri)

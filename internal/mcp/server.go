@@ -311,6 +311,7 @@ func (h *handlers) fail(tool string, err error) error {
 // errorInfo is the ErrorInfo of err: its code, public message, field and
 // hint.
 func errorInfo(err error) ErrorInfo {
+	err = grains.HideErasure(err) // an erased grain is no grain, in the same words
 	info := ErrorInfo{Code: string(lethe.ErrorCode(err)), Message: grains.PublicMessage(err)}
 	var le *lethe.Error
 	if errors.As(err, &le) {

@@ -196,9 +196,10 @@ func (db *DB) Memories(ctx context.Context) ([]string, error) {
 }
 
 // OpsByHashes returns the operational rows of memory with the given hashes;
-// unknown hashes are left out.
+// unknown hashes are left out, and so are those of rows an erasure made
+// unreadable that the cleaner has not deleted yet (see erasingRow).
 func (db *DB) OpsByHashes(ctx context.Context, memory string, hashes []string) ([]OpRow, error) {
-	return opsWhere(db.gorm.WithContext(ctx), "memory = ? AND hash IN ?", memory, hashes)
+	return opsWhere(db.gorm.WithContext(ctx), "memory = ? AND hash IN ? AND NOT "+erasingRow, memory, hashes)
 }
 
 // opsWhere reads the rows matching cond (with one list argument, read in

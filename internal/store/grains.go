@@ -1435,7 +1435,9 @@ type Deletion struct {
 // version of their chains, with their tag tokens and the events mk builds,
 // in one transaction. Refused by a hold (code held), or rolled back by mk
 // returning ErrDryRun, it returns what it would have deleted with the
-// error.
+// error. A hash of a grain an erasure made unreadable, whose row the
+// cleaner has not deleted yet, names nothing, as it will once the cleaner
+// has run: neither that row nor its chain is deleted.
 func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, now int64, mk EventsFunc[*Deletion]) (*Deletion, error) {
 	if db.dialect == Postgres && len(hashes) == 1 {
 		var del *Deletion
@@ -1459,7 +1461,7 @@ func (db *DB) DeleteHashes(ctx context.Context, memory string, hashes []string, 
 		var seeds []chainRow
 		for i := 0; i < len(hashes); i += chunk {
 			var r []chainRow
-			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ?", memory, hashes[i:min(i+chunk, len(hashes))]).Find(&r).Error; err != nil {
+			if err := tx.Model(&GrainRow{}).Where("memory = ? AND hash IN ? AND NOT "+erasingRow, memory, hashes[i:min(i+chunk, len(hashes))]).Find(&r).Error; err != nil {
 				return translate(err, "read grains")
 			}
 			seeds = append(seeds, r...)

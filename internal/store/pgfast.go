@@ -375,7 +375,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(lockMemorySQL(false, "$1", "$2"), int32(memoryLockClass), memoryLockKey(memory)) // see lockMemory
-		b.Queue(`SELECT `+opColumns+` FROM grains WHERE memory = $1 AND hash = $2 FOR UPDATE`, memory, hash)
+		b.Queue(`SELECT `+opColumns+` FROM grains WHERE memory = $1 AND hash = $2 AND NOT `+erasingRow+` FOR UPDATE`, memory, hash)
 		b.Queue(activeHoldsSQL, memory)
 		br := pc.SendBatch(ctx, b)
 		var r OpRow
