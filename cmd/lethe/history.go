@@ -84,6 +84,12 @@ chain's consistency (hashes, supersedes/superseded_by links and the
 supersede events that record them, states, times in order); the log key's
 signature over the export. A failure names its check.
 
+It prints each chain in chain order: the oldest version, then each
+superseded_by link to the newest. A version that supersedes one whose
+superseded_by is another (a version erased, then its predecessor
+superseded again) is on a "branch of HASH:" line below, followed the same
+way.
+
 Flags:
   --identity FILE   an age identity file (age-keygen output), as age -i
                     takes it (required)
@@ -179,18 +185,78 @@ func runVerifyExport(ctx context.Context, args []string, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "OK: %d chains, %d versions and %d events of memory %s, every event included in the checkpoint of tree size %d signed by %s\n",
 		len(x.Chains), v.Versions, v.Events, x.Memory, v.Checkpoint.Size, strings.SplitN(opts.LogKey, "+", 2)[0])
 	for i, c := range x.Chains {
-		states := make([]string, len(c.Versions))
-		for j, ver := range c.Versions {
-			states[j] = ver.Hash[:12] + " " + ver.State
-			if len(ver.ErasedBy) > 0 {
-				states[j] += " (key " + ver.ErasedBy[0][:12] + ")"
-			}
+		lines := chainLines(c)
+		fmt.Fprintf(stdout, "chain %d: %s\n", i, lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(stdout, "  %s\n", l)
 		}
-		fmt.Fprintf(stdout, "chain %d: %s\n", i, strings.Join(states, " -> "))
 	}
 	if x.FieldsWithheld {
 		fmt.Fprintln(stdout, "note: the export withholds the versions' fields (made for an auditor)")
 	}
 	fmt.Fprintln(stdout, "OK: the export is signed by the log key")
 	return nil
+}
+
+// chainLines describes c in chain order, not in the order its versions
+// were written: first the line from the oldest version through each
+// superseded_by link to the newest, then a "branch of H:" line for each
+// version that supersedes H but is not H's superseded_by, followed the
+// same way. A branch is what superseding a version whose newer version was
+// erased leaves: A superseded by B, B erased, A superseded by C reads
+// "A superseded -> C current" and "branch of A: B erased", where the
+// versions in written order are A, B, C.
+func chainLines(c proofs.HistoryChain) []string {
+	byHash := make(map[string]*proofs.HistoryVersion, len(c.Versions))
+	for i := range c.Versions {
+		byHash[c.Versions[i].Hash] = &c.Versions[i]
+	}
+	children := map[string][]string{} // in written order
+	for _, v := range c.Versions {
+		if byHash[v.Supersedes] != nil {
+			children[v.Supersedes] = append(children[v.Supersedes], v.Hash)
+		}
+	}
+	seen := map[string]bool{}
+	var lines []string
+	var follow func(from, h string)
+	follow = func(from, h string) {
+		var path, line []string
+		for v := byHash[h]; v != nil && !seen[v.Hash]; v = byHash[v.SupersededBy] {
+			seen[v.Hash] = true
+			path = append(path, v.Hash)
+			s := v.Hash[:12] + " " + v.State
+			if len(v.ErasedBy) > 0 {
+				s += " (key " + v.ErasedBy[0][:12] + ")"
+			}
+			line = append(line, s)
+		}
+		if len(path) == 0 {
+			return
+		}
+		l := strings.Join(line, " -> ")
+		if from != "" {
+			l = "branch of " + from[:12] + ": " + l
+		}
+		lines = append(lines, l)
+		for _, p := range path {
+			for _, ch := range children[p] {
+				follow(p, ch)
+			}
+		}
+	}
+	for _, v := range c.Versions { // the oldest first, then any version no link reaches
+		if seen[v.Hash] {
+			continue
+		}
+		from := ""
+		if byHash[v.Supersedes] != nil {
+			from = v.Supersedes
+		}
+		follow(from, v.Hash)
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "")
+	}
+	return lines
 }
