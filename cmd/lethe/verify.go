@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -24,6 +25,9 @@ const verifyUsage = `Usage: lethe verify PROOF --log-key KEY [flags]
 Verify an erasure or audit proof offline, with only the log's public key.
 PROOF is a file holding a proof as JSON (lethe.proof/v1) or as a
 c2sp.org/tlog-proof@v1 text file. Flags may come before or after PROOF.
+A tlog-proof or --checkpoint file may end with one extra newline (jq -r
+adds one): a signed note never ends in an empty line, so that newline is
+not part of it.
 
 Checks, in order: the proof's format, the leaf's encoding, the summary
 fields against the leaf, the leaf signature, the checkpoint signature and
@@ -191,6 +195,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if opts.Pinned, err = readVerifyInput(*pinnedFile); err != nil {
 			return fmt.Errorf("verify: pinned checkpoint: %w", err)
 		}
+		opts.Pinned = noteFile(opts.Pinned)
 	}
 	if *consistFile != "" && *pinnedFile == "" {
 		return usagef("verify: --consistency needs --checkpoint, the pinned checkpoint it starts from")
@@ -200,7 +205,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("verify: proof: %w", err)
 	}
-	p, err := proofs.ParseAnyProof(raw)
+	p, err := parseProofFile(raw)
 	if err == nil && *consistFile != "" {
 		err = attachVerifyConsistency(p, *consistFile)
 	}
@@ -215,6 +220,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var fin *proofs.Finality
 	if err == nil {
 		v, err = proofs.Verify(p, opts)
+		if proofs.FailedCheck(err) == proofs.CheckPinned && blankTail(opts.Pinned) {
+			err = fmt.Errorf("%w (%s ends in blank lines after the note's signatures, where a signed note ends with its last signature line: remove them)", err, *pinnedFile)
+		}
 	}
 	if err == nil && trim != nil {
 		if fin, err = proofs.VerifyFinality(p, trim, opts); err != nil {
@@ -262,7 +270,7 @@ func readFinalityProof(file, consistency string) (*proofs.Proof, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: finality proof: %w", err)
 	}
-	p, err := proofs.ParseAnyProof(raw)
+	p, err := parseProofFile(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +340,36 @@ func readWitnessKey(s string) (string, error) {
 		return "", usagef("verify: witness key file %s: %v", s, err)
 	}
 	return key, nil
+}
+
+// noteFile returns b, a file that ends with a signed note (a checkpoint, or
+// a tlog-proof file, whose last part is its checkpoint), without the one
+// newline a text tool adds at the end (jq -r, echo, an editor). A signed
+// note (c2sp.org/signed-note) ends with its last signature line, never with
+// an empty line, so a file that ends in "\n\n" holds a note only if that
+// last newline goes, and then exactly the bytes lethe wrote: nothing signed
+// is touched, and a file with more than one extra newline is still refused.
+func noteFile(b []byte) []byte {
+	if bytes.HasSuffix(b, []byte("\n\n")) {
+		return b[:len(b)-1]
+	}
+	return b
+}
+
+// blankTail reports whether b, less the newline noteFile drops, still ends
+// in an empty line.
+func blankTail(b []byte) bool { return bytes.HasSuffix(b, []byte("\n\n")) }
+
+// parseProofFile parses a proof file, JSON or tlog-proof, the latter
+// without the one extra newline noteFile drops. A tlog-proof that still
+// fails and ends in blank lines says so.
+func parseProofFile(raw []byte) (*proofs.Proof, error) {
+	b := noteFile(raw)
+	p, err := proofs.ParseAnyProof(b)
+	if err != nil && blankTail(b) {
+		return nil, fmt.Errorf("%w (the file ends in blank lines after the checkpoint's signatures, where a signed note ends with its last signature line: remove them)", err)
+	}
+	return p, err
 }
 
 // readVerifyInput reads a file of at most maxVerifyInput bytes.
