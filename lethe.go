@@ -196,7 +196,10 @@ type ForgetResult = erasure.ForgetResult
 // high importance) refuses with code protected, a reason and a hint, and
 // the refusal is audited; see ForceForget. The hash of a crypto-erased
 // grain names no grain: a forget by it (Hash: not_found; Hashes: passed
-// over) deletes nothing through it, its chain's survivors included.
+// over) deletes nothing through it, its chain's survivors included. With
+// Selector.Scopes it deletes only chains wholly within those scopes,
+// checked in the delete's transaction, and refuses the rest with code
+// forbidden, unaudited.
 func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 	return db.erasure.Forget(ctx, sel, false)
 }

@@ -15,13 +15,16 @@ import (
 // Codes the API adds to lethe's domain codes. Like those, they are stable.
 const (
 	CodeUnauthorized         lethe.Code = "unauthorized"           // no bearer token, or an unknown or revoked one
-	CodeForbidden            lethe.Code = "forbidden"              // a valid token without the right
 	CodePayloadTooLarge      lethe.Code = "payload_too_large"      // the body exceeds the route's limit
 	CodeUnsupportedMediaType lethe.Code = "unsupported_media_type" // a body that is not application/json
 	CodeMethodNotAllowed     lethe.Code = "method_not_allowed"     // the route exists with other methods
 	CodeRouteNotFound        lethe.Code = "route_not_found"        // no such route
 	CodeDeadlineExceeded     lethe.Code = "deadline_exceeded"      // the request ran out of time
 )
+
+// CodeForbidden is answered to a valid token without the right: the
+// library's code for a forget outside its selector's scopes.
+const CodeForbidden = lethe.CodeForbidden
 
 // statuses is THE table from error code to HTTP status. Every error the API
 // answers goes through it; a code missing here is answered as internal.
@@ -46,8 +49,8 @@ var statuses = map[lethe.Code]int{
 	lethe.CodeURLRefused:        http.StatusBadRequest,
 	lethe.CodeFourEyes:          http.StatusForbidden, // the same token cannot file and approve an erasure request
 	lethe.CodeInvalidState:      http.StatusConflict,
+	lethe.CodeForbidden:         http.StatusForbidden,
 	CodeUnauthorized:            http.StatusUnauthorized,
-	CodeForbidden:               http.StatusForbidden,
 	CodePayloadTooLarge:         http.StatusRequestEntityTooLarge,
 	CodeUnsupportedMediaType:    http.StatusUnsupportedMediaType,
 	CodeMethodNotAllowed:        http.StatusMethodNotAllowed,

@@ -42,6 +42,7 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	if err := sel.Validate(); err != nil {
 		return nil, err
 	}
+	outside := outsideScopes(&sel)
 	if sel.Narrowed() {
 		if err := e.narrow(ctx, &sel); err != nil {
 			return nil, err
@@ -73,7 +74,16 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	}
 	var leaf []byte
 	var eventID string
+	// Scopes (Selector.Scopes) confine the forget as the protection rules
+	// keep grains from it, checked on the rows the delete removes, in its
+	// transaction: a version that a concurrent supersede adds outside them
+	// refuses the forget, or is not deleted. The refusal, which comes
+	// before any other, is not audited: nothing outside the caller's
+	// scopes was tried.
 	mk := func(ctx context.Context, d *store.Deletion) ([]store.Event, error) {
+		if err := outside(d.Ops); err != nil {
+			return nil, err // roll back
+		}
 		if sel.DryRun {
 			return nil, store.ErrDryRun // roll back: nothing deleted, nothing audited
 		}
@@ -121,6 +131,13 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 		}
 		del, err = e.cfg.Store.DeleteWhere(ctx, *f, e.cfg.Now().UnixMicro(), mk)
 	}
+	if del != nil {
+		// Whether mk met it or a hold refused the delete first, and in a
+		// dry run.
+		if err := outside(del.Ops); err != nil {
+			return nil, err
+		}
+	}
 	// The refusal by a rule, whether mk met it or a hold refused the
 	// delete first: a protected grain is refused as protected, held or not,
 	// as when the rules were checked before the delete.
@@ -153,6 +170,50 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 		res.SubjectNonce = hex.EncodeToString(nonce)
 	}
 	return res, nil
+}
+
+// outsideScopes returns the check of sel.Scopes on the rows a delete
+// removes: nil when they are all within the scopes (always, without
+// Scopes), and code forbidden, naming no hash, when one is outside them,
+// was made unreadable by an erasure, or links to a version the cleaner
+// deleted after an erasure (its scope is no longer known). The field is
+// the selector's.
+func outsideScopes(sel *grains.Selector) func(rows []store.OpRow) error {
+	if sel.Scopes == nil {
+		return func([]store.OpRow) error { return nil }
+	}
+	field := "hash"
+	switch {
+	case sel.Hashes != nil:
+		field = "hashes"
+	case sel.Subject != "" && sel.Hash == "":
+		field = "subject"
+	case sel.UserID != "" && sel.Hash == "":
+		field = "user_id"
+	}
+	refusal := func() error {
+		return &grains.Error{Code: grains.CodeForbidden, Field: field,
+			Message: "a version of a selected chain is outside the selector's scopes",
+			Hint:    "forgetting a grain forgets its whole chain"}
+	}
+	return func(rows []store.OpRow) error {
+		in := make(map[string]bool, len(rows))
+		for i := range rows {
+			in[rows[i].Hash] = true
+		}
+		for i := range rows {
+			r := &rows[i]
+			if r.Erasing || !sel.InScopes(r.Scope) {
+				return refusal()
+			}
+			for _, h := range [...]string{r.Supersedes, r.SupersededBy} {
+				if h != "" && !in[h] {
+					return refusal() // a version erased and deleted by the cleaner
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // narrow turns sel, hashes narrowed by a subject and/or user, into the

@@ -1,7 +1,9 @@
 package grains
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -152,6 +154,28 @@ type Selector struct {
 	// protection rule that would refuse it) and changes nothing: no grain,
 	// no audit event.
 	DryRun bool
+	// Scopes, when not nil, confines the forget to version chains whose
+	// every version lies at or below one of these scope prefixes (as a
+	// scope-limited token's). Forgetting a grain forgets its whole chain,
+	// so a chain it selects with a version outside them, or with a version
+	// that was erased (a caller confined to scopes cannot read what it
+	// was), refuses the whole forget, dry run or not, with code forbidden:
+	// nothing deleted, nothing audited. The rule is checked on the rows
+	// the delete's transaction removes, so a version that a concurrent
+	// supersede adds outside the scopes is refused with the rest. A prefix
+	// names a scope ("acme" covers acme and acme/prod), never the root;
+	// nil is every scope, and an empty list is refused.
+	Scopes []string
+}
+
+// InScopes reports whether a grain in scope lies within s.Scopes (always,
+// when Scopes is nil).
+func (s *Selector) InScopes(scope string) bool {
+	if s.Scopes == nil {
+		return true
+	}
+	scope = strings.Trim(scope, "/")
+	return slices.ContainsFunc(s.Scopes, func(p string) bool { return InScope(scope, p) })
 }
 
 // Narrowed reports whether s lists hashes narrowed by a subject or user.
@@ -160,7 +184,8 @@ func (s *Selector) Narrowed() bool {
 }
 
 // Validate normalizes the memory and checks that one selector is set, or
-// hashes narrowed by a subject and/or user.
+// hashes narrowed by a subject and/or user, and that Scopes, if set, are
+// scope prefixes; s.Scopes becomes a cleaned copy of them.
 func (s *Selector) Validate() error {
 	if s.Memory == "" {
 		s.Memory = DefaultMemory
@@ -205,6 +230,9 @@ func (s *Selector) Validate() error {
 			return err
 		}
 	}
+	if err := s.validateScopes(); err != nil {
+		return err
+	}
 	switch {
 	case n == 0:
 		return &Error{Code: CodeEmptySelector, Message: "name what to forget: a hash, hashes, a subject or a user_id",
@@ -215,6 +243,43 @@ func (s *Selector) Validate() error {
 		return &Error{Code: CodeInvalidArgument, Message: "give one of hash, hashes, subject or user_id, or hashes narrowed by subject and/or user_id",
 			Hint: "subject and user_id together narrow a list of hashes; alone, forget by one of them"}
 	}
+	return nil
+}
+
+// maxSelectorScopes bounds Selector.Scopes, as a token's scopes are.
+const maxSelectorScopes = 64
+
+// validateScopes checks s.Scopes as a token's scopes are checked, and
+// cleans a copy of them (one leading or trailing '/' dropped).
+func (s *Selector) validateScopes() error {
+	if s.Scopes == nil {
+		return nil
+	}
+	if len(s.Scopes) == 0 {
+		return FieldError(CodeInvalidScope, "scopes", "an empty list; leave scopes out for every scope")
+	}
+	if len(s.Scopes) > maxSelectorScopes {
+		return FieldError(CodeTooLarge, "scopes", "at most 64 scopes")
+	}
+	clean := make([]string, len(s.Scopes))
+	for i, p := range s.Scopes {
+		field := fmt.Sprintf("scopes[%d]", i)
+		if strings.Trim(p, "/") == "" {
+			return FieldError(CodeInvalidScope, field, "an empty scope prefix; leave scopes out for every scope")
+		}
+		c, err := CleanScope(p)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				named := *e
+				named.Field = field
+				return &named
+			}
+			return err
+		}
+		clean[i] = c
+	}
+	s.Scopes = clean
 	return nil
 }
 

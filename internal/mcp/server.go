@@ -323,10 +323,10 @@ func errorInfo(err error) ErrorInfo {
 	return info
 }
 
-// Codes of this package's own refusals (the HTTP API uses the same words).
-const (
-	codeForbidden = "forbidden"
-)
+// codeForbidden is this package's refusal of a call outside the session's
+// lock: the library's code for a forget outside its selector's scopes,
+// which the HTTP API answers too.
+const codeForbidden = lethe.CodeForbidden
 
 func forbidden(field, msg string) error {
 	return &lethe.Error{Code: codeForbidden, Field: field, Message: msg,

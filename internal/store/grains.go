@@ -1424,8 +1424,12 @@ func (db *DB) Chain(ctx context.Context, memory, hash string) ([]GrainRow, error
 // operational columns, in the same order. The rows are read in the
 // delete's transaction, under its row locks on PostgreSQL (SQLite's
 // writer holds the database), so what a caller checks in them before the
-// commit (a protection rule) is what is deleted: a version a concurrent
-// supersede added is either in them or not deleted.
+// commit (a protection rule, a forget's scopes) is what is deleted: a
+// version a concurrent supersede added is either in them or not deleted.
+// A row an erasure made unreadable, not yet deleted by the cleaner, has
+// Erasing set; a version the cleaner already deleted is not in them, but
+// a row's link to it (Supersedes, SupersededBy) names a hash that is not
+// either.
 type Deletion struct {
 	Hashes []string
 	Ops    []OpRow
@@ -1633,6 +1637,9 @@ func deleteChains(tx *gorm.DB, memory string, seeds []chainRow) (*Deletion, erro
 				return nil, errChainMoved
 			}
 		}
+	}
+	if err := markErasing(tx, memory, [][]OpRow{ops}); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(ops, func(a, b OpRow) int { return strings.Compare(a.Hash, b.Hash) })
 	del := &Deletion{Hashes: make([]string, len(ops)), Ops: ops}

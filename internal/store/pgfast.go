@@ -362,11 +362,11 @@ const dedupHitsPG = `SELECT g.id, g.hash, g.scope, g.dedup_tok, g.key_chain, g.u
 
 // deleteOnePG is DeleteHashes of one grain over pgx, in two round trips
 // where the general path takes a dozen: BEGIN, the memory's write lock
-// (shared, see lockMemory), the grain's row read FOR UPDATE and the
-// memory's active holds in one batch; then the grain's
-// postings queued (removePostings), its tags and row deleted, the counters
-// adjusted, the events mk builds inserted (with their webhook deliveries)
-// and COMMIT in a second. Each round trip on a busy 2-core machine costs as
+// (shared, see lockMemory), the grain's row read FOR UPDATE (with whether
+// an erasure made it unreadable: OpRow.Erasing) and the memory's active
+// holds in one batch; then the grain's postings queued (removePostings),
+// its tags and row deleted, the counters adjusted, the events mk builds
+// inserted (with their webhook deliveries) and COMMIT in a second. Each round trip on a busy 2-core machine costs as
 // much CPU as the work it carries. It reports ok false, having changed
 // nothing, when the grain has other versions: the general path takes the
 // whole chain.
@@ -375,7 +375,9 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
 		b.Queue(lockMemorySQL(false, "$1", "$2"), int32(memoryLockClass), memoryLockKey(memory)) // see lockMemory
-		b.Queue(`SELECT `+opColumns+` FROM grains WHERE memory = $1 AND hash = $2 AND NOT `+erasingRow+` FOR UPDATE`, memory, hash)
+		// The grain itself is never one an erasure made unreadable (a hash that
+		// names nothing): Erasing is false.
+		b.Queue(`SELECT `+opColumns+`, FALSE FROM grains WHERE memory = $1 AND hash = $2 AND NOT `+erasingRow+` FOR UPDATE`, memory, hash)
 		b.Queue(activeHoldsSQL, memory)
 		br := pc.SendBatch(ctx, b)
 		var r OpRow
@@ -386,7 +388,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 			_, err = br.Exec()
 		}
 		if err == nil {
-			found, err = scanOptional(br.QueryRow(), r.dest()...)
+			found, err = scanOptional(br.QueryRow(), append(r.dest(), &r.Erasing)...)
 		}
 		if err == nil {
 			hs, err = scanHolds(br)
