@@ -490,6 +490,25 @@ func (m *machine) closure(seeds []*mgrain) []*mgrain {
 	return out
 }
 
+// outside reports whether a forget confined to scopes (Selector.Scopes,
+// nil for none) is refused for x, a row it would delete: x lies outside
+// the scopes, or links to a version an erasure removed (whose scope the
+// caller cannot know).
+func (m *machine) outside(x *mgrain, scopes []string) bool {
+	if scopes == nil {
+		return false
+	}
+	if !slices.ContainsFunc(scopes, func(p string) bool { return grains.InScope(x.g.Scope, p) }) {
+		return true
+	}
+	for _, h := range []string{x.supersedes, x.by} {
+		if v, ok := m.grains[h]; h != "" && (!ok || !v.present || !v.alive) {
+			return true
+		}
+	}
+	return false
+}
+
 // Forget forgets by one selector.
 func (m *machine) Forget(t *rapid.T) {
 	m.step()
@@ -533,10 +552,16 @@ func (m *machine) Forget(t *rapid.T) {
 		}
 	}
 	sel.Memory = m.memory
+	if rapid.IntRange(0, 2).Draw(t, "scoped") == 0 {
+		// Confined to scopes, as a scope-limited token's forget is.
+		sel.Scopes = rapid.SliceOfNDistinct(rapid.SampledFrom(poolScopes[1:]), 1, 2, rapid.ID[string]).Draw(t, "scopes")
+	}
 	res, err := m.db(t).Forget(context.Background(), sel)
 	del := m.closure(seeds)
 	want := lethe.Code("")
 	switch {
+	case slices.ContainsFunc(del, func(x *mgrain) bool { return m.outside(x, sel.Scopes) }):
+		want = "forbidden"
 	case byHash && slices.ContainsFunc(del, protected):
 		want = "protected"
 	case sel.Hash != "" && len(seeds) == 0:
@@ -548,7 +573,7 @@ func (m *machine) Forget(t *rapid.T) {
 		t.Fatalf("Forget(%+v) = %+v, %v; want %q", sel, res, err, want)
 	}
 	if want != "" {
-		if want != "not_found" {
+		if want != "not_found" && want != "forbidden" {
 			m.audit++ // the refusal is audited
 		}
 		return
