@@ -184,11 +184,7 @@ func (s *Server) view(c *gin.Context, memory string) *grains.View {
 		Locate: func(ctx context.Context, hs []string) (map[string]lethe.Grain, error) {
 			return s.lib.Locate(ctx, memory, hs)
 		},
-		Refuse: func(field string) error {
-			return &lethe.Error{Code: CodeForbidden, Field: field,
-				Message: "a version of the chain is outside this token's scopes",
-				Hint:    "forgetting a grain forgets its whole chain; a token without scope limits can"}
-		}}
+		Refuse: chainOutside}
 }
 
 // hideLinks clears, for a scope-limited token, the links (supersedes,
@@ -357,7 +353,8 @@ func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 
 // forgetSelected forgets what sel selects; force overrides protection
 // rules, never holds. A scope-limited token forgets by hash only, and only
-// chains whose every version is within its scopes (see withinScopes).
+// chains whose every version is within its scopes (see withinScopes), as
+// they are when the delete runs (Selector.Scopes).
 func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) (*lethe.ForgetResult, error) {
 	memory, ctx, tok := sel.Memory, c.Request.Context(), tokenOf(c)
 	// A refusal names the item of the body's hashes at fault (hashes[i]),
@@ -405,7 +402,31 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 	if force {
 		forget = s.lib.ForceForget
 	}
-	return forget(ctx, sel)
+	if !tok.Scoped() {
+		return forget(ctx, sel)
+	}
+	// The check above answers a hash outside the scopes as a missing one;
+	// the library checks the scopes again in the delete's transaction, on
+	// the versions it deletes, so that one a concurrent supersede added
+	// outside them is refused too.
+	sel.Scopes = slices.Clone(tok.Scopes)
+	res, err := forget(ctx, sel)
+	if lethe.ErrorCode(err) == CodeForbidden {
+		field := "blob_hash"
+		if sel.Hash == "" {
+			field = "hashes"
+		}
+		return nil, chainOutside(field)
+	}
+	return res, err
+}
+
+// chainOutside is a scope-limited token's refusal to forget a chain with a
+// version outside its scopes, on field; it names no hash.
+func chainOutside(field string) error {
+	return &lethe.Error{Code: CodeForbidden, Field: field,
+		Message: "a version of the chain is outside this token's scopes",
+		Hint:    "forgetting a grain forgets its whole chain; a token without scope limits can"}
 }
 
 // withinScopes returns the hashes a scope-limited token may forget, and
