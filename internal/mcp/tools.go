@@ -526,7 +526,16 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	if in.Hash != nil {
 		sel = lethe.Selector{Memory: memory, Hash: *in.Hash, DryRun: in.DryRun}
 	}
+	if h.cfg.LockScope != "" {
+		// withinLock's check, made again by the library on the versions
+		// the delete removes: one that a concurrent supersede added
+		// outside the lock is refused too.
+		sel.Scopes = []string{h.cfg.LockScope}
+	}
 	res, err := h.cfg.Library.Forget(ctx, sel)
+	if lethe.ErrorCode(err) == lethe.CodeForbidden {
+		return nil, nil, h.fail("forget", forbidden(out.Mode, "a version of the chain is outside this session's lock"))
+	}
 	if err == nil && in.DryRun {
 		// The library's dry run: its deletion rolled back, with the
 		// refusal (hold, then protection) the forget would meet.
