@@ -2,6 +2,7 @@ package lethe
 
 import (
 	"context"
+	"errors"
 	"math"
 
 	"github.com/lethe-io/lethe/internal/audit"
@@ -19,27 +20,84 @@ func WithActor(ctx context.Context, actor string) context.Context {
 // ProofByEvent returns the proof of an audit event against the latest
 // signed checkpoint, or an error with code pending if none covers it yet.
 // An eventID that is not 32 lowercase hex digits is invalid_argument
-// (field event); the error never quotes it.
+// (field event); the error never quotes it. An id that names no event is
+// not_found.
 func (db *DB) ProofByEvent(ctx context.Context, eventID string) (*Proof, error) {
-	return db.journal.Proof(ctx, eventID)
+	return db.AuditView(nil).ProofByEvent(ctx, eventID)
 }
 
 // Proof returns the proof of the leaf at index against the signed
-// checkpoint of size (0: the latest).
+// checkpoint of size (0: the latest). An index at or beyond that size is
+// not_found.
 func (db *DB) Proof(ctx context.Context, index, size uint64) (*Proof, error) {
-	cp, err := db.checkpointAt(ctx, size)
+	return db.AuditView(nil).Proof(ctx, index, size)
+}
+
+// AuditView is the audit log as a reader sees it who may read only some of
+// its leaves, such as an API token limited to some memories: the proofs
+// and entries of the leaves its filter accepts. A leaf the filter refuses
+// is answered exactly as an event id or an index that names no leaf is
+// (code not_found, the same message), whether its event is pending or
+// not, so the reader cannot tell the two apart. Checkpoints, consistency
+// proofs and the log key carry no leaf; they stay on DB.
+type AuditView struct {
+	db      *DB
+	visible func(leaf []byte) bool
+}
+
+// AuditView returns the view of the leaves visible accepts, given each
+// leaf parsed; a leaf that does not parse is refused. A nil visible accepts
+// every leaf, as DB's own methods do.
+func (db *DB) AuditView(visible func(*proofs.Leaf) bool) *AuditView {
+	v := &AuditView{db: db}
+	if visible != nil {
+		v.visible = func(leaf []byte) bool {
+			l, err := proofs.ParseLeaf(leaf)
+			return err == nil && visible(l)
+		}
+	}
+	return v
+}
+
+// ProofByEvent is DB.ProofByEvent within the view.
+func (v *AuditView) ProofByEvent(ctx context.Context, eventID string) (*Proof, error) {
+	return v.db.journal.ProofIf(ctx, eventID, v.visible)
+}
+
+// Proof is DB.Proof within the view.
+func (v *AuditView) Proof(ctx context.Context, index, size uint64) (*Proof, error) {
+	cp, err := v.db.checkpointAt(ctx, size)
 	if err != nil {
 		return nil, err
 	}
 	if index >= cp.Size {
-		return nil, grains.Errorf(grains.CodeInvalidArgument, "index %d is not below tree size %d", index, cp.Size)
+		return nil, grains.NoAuditLeaf(index)
 	}
-	leaf, err := db.log.Leaf(ctx, index)
+	leaf, err := v.leaf(ctx, index)
 	if err != nil {
-		return nil, audit.DomainError(err)
+		return nil, err
 	}
-	p, err := db.seq.ProveAt(ctx, index, leaf, cp)
+	p, err := v.db.seq.ProveAt(ctx, index, leaf, cp)
 	return p, audit.DomainError(err)
+}
+
+// AuditEntry is DB.AuditEntry within the view.
+func (v *AuditView) AuditEntry(ctx context.Context, index uint64) (*AuditEntry, error) {
+	leaf, err := v.leaf(ctx, index)
+	if err != nil {
+		return nil, err
+	}
+	return &AuditEntry{Index: index, Leaf: leaf, Signature: v.db.signer.SignLeaf(leaf)}, nil
+}
+
+// leaf reads the leaf at index: NoAuditLeaf when the log has none there
+// or the view does not show it.
+func (v *AuditView) leaf(ctx context.Context, index uint64) ([]byte, error) {
+	leaf, err := v.db.log.Leaf(ctx, index)
+	if errors.Is(err, audit.ErrNotIntegrated) || (err == nil && v.visible != nil && !v.visible(leaf)) {
+		return nil, grains.NoAuditLeaf(index)
+	}
+	return leaf, audit.DomainError(err)
 }
 
 func (db *DB) checkpointAt(ctx context.Context, size uint64) (*audit.SignedCheckpoint, error) {
@@ -82,13 +140,10 @@ type AuditEntry struct {
 	Signature []byte `json:"leaf_signature"`
 }
 
-// AuditEntry returns the leaf at index.
+// AuditEntry returns the leaf at index, or not_found when the log holds
+// no leaf there yet.
 func (db *DB) AuditEntry(ctx context.Context, index uint64) (*AuditEntry, error) {
-	leaf, err := db.log.Leaf(ctx, index)
-	if err != nil {
-		return nil, audit.DomainError(err)
-	}
-	return &AuditEntry{Index: index, Leaf: leaf, Signature: db.signer.SignLeaf(leaf)}, nil
+	return db.AuditView(nil).AuditEntry(ctx, index)
 }
 
 // Consistency returns the RFC 6962 consistency proof between two signed

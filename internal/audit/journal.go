@@ -280,7 +280,7 @@ func (j *Journal) waitProof(ctx context.Context, id string, leaf, sig []byte) (*
 		kicked = false // the step it kicked has ended
 	}
 	for {
-		p, c, err := j.proof(ctx, id)
+		p, c, err := j.proof(ctx, id, nil)
 		if grains.ErrorCode(err) != grains.CodePending || wctx.Err() != nil {
 			return p, err
 		}
@@ -314,19 +314,29 @@ func pendingError(id string) error {
 // that is not 32 lowercase hex digits is invalid_argument with field
 // event, before any lookup, so that no answer quotes it.
 func (j *Journal) Proof(ctx context.Context, id string) (*proofs.Proof, error) {
+	return j.ProofIf(ctx, id, nil)
+}
+
+// ProofIf is Proof for a reader that may see only the leaves visible
+// accepts (nil: every leaf). An event whose leaf it refuses fails as an id
+// that names no event does (grains.NoAuditEvent), pending or not.
+func (j *Journal) ProofIf(ctx context.Context, id string, visible func(leaf []byte) bool) (*proofs.Proof, error) {
 	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
 		return nil, grains.FieldError(grains.CodeInvalidArgument, "event", "not an event id (32 lowercase hex digits)")
 	}
-	p, _, err := j.proof(ctx, id)
+	p, _, err := j.proof(ctx, id, visible)
 	return p, err
 }
 
-// proof is Proof, also returning the committed event it read (nil when
-// the read failed).
-func (j *Journal) proof(ctx context.Context, id string) (*proofs.Proof, *Committed, error) {
+// proof is ProofIf, also returning the committed event it read (nil when
+// the read failed or visible refused its leaf).
+func (j *Journal) proof(ctx context.Context, id string, visible func(leaf []byte) bool) (*proofs.Proof, *Committed, error) {
 	c, err := j.events.CommittedEvent(ctx, id)
 	if err != nil {
 		return nil, nil, err
+	}
+	if visible != nil && !visible(c.Leaf) {
+		return nil, nil, grains.NoAuditEvent(id)
 	}
 	if !c.Sequenced {
 		return nil, c, pendingError(id)

@@ -76,6 +76,22 @@ func NoGrain(memory, hash string) *Error {
 	return Errorf(CodeNotFound, "no grain %s in memory %s", hash, memory)
 }
 
+// NoAuditEvent is the not_found error for an event id that names no
+// committed audit event. A reader that may not see the event's leaf (see
+// lethe.AuditView) hears it too, pending or not, so the answers stay
+// identical.
+func NoAuditEvent(id string) *Error {
+	return Errorf(CodeNotFound, "no audit event %s", id)
+}
+
+// NoAuditLeaf is the not_found error for an index the audit log holds no
+// leaf at (at or beyond the size of the tree asked about). A reader that
+// may not see the leaf at index hears it too, so the answers stay
+// identical.
+func NoAuditLeaf(index uint64) *Error {
+	return Errorf(CodeNotFound, "no audit event at index %d", index)
+}
+
 // Erased is the error of a call that names, by hash, a grain of memory
 // ("" means the default memory) whose key was destroyed: code erased, for
 // library callers that branch on it, with NoGrain's message and no field

@@ -389,7 +389,7 @@ func (db *DB) CommittedEvent(ctx context.Context, id string) (*audit.Committed, 
 		return nil, translate(err, "read audit event")
 	}
 	if len(rows) == 0 {
-		return nil, grains.Errorf(grains.CodeNotFound, "no audit event %s", id)
+		return nil, grains.NoAuditEvent(id)
 	}
 	c := &audit.Committed{Leaf: rows[0].Leaf}
 	if rows[0].Seq != nil {
