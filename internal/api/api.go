@@ -108,7 +108,9 @@ type Config struct {
 	// enforce, with the request's token.
 	MCP http.Handler
 	// PublicLog serves the audit log's tlog-tiles routes (/api/audit/log/)
-	// without a token; otherwise they need the auditor role.
+	// without a token: every memory's leaves to anyone. Otherwise they need
+	// the auditor role, and the entry bundles a token that reads every leaf
+	// (see leafFilter).
 	PublicLog bool
 }
 
@@ -213,7 +215,8 @@ func (s *Server) routes() *gin.Engine {
 	a.GET("/checkpoint", s.allow(auth.Auditor), s.auditCheckpoint)
 	a.GET("/entries/:index", s.allow(auth.Auditor), s.auditEntry)
 	a.GET("/consistency", s.allow(auth.Auditor), s.auditConsistency)
-	// A DPO fetches the proofs of its own erasures when they were pending.
+	// A DPO fetches the proofs of its erasures when they were pending.
+	// Entries and proofs are of the leaves the token may read (leafFilter).
 	a.GET("/proof", s.allow(auth.Auditor, auth.DPO), s.auditProof)
 	s.tlogRoutes(e, api)
 

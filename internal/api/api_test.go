@@ -53,6 +53,13 @@ const (
 
 func newFixture(tb testing.TB, kind backendKind, mutate func(*api.Config)) *fixture {
 	tb.Helper()
+	return newStoreFixture(tb, kind, nil, mutate)
+}
+
+// newStoreFixture is newFixture whose store's configuration store
+// changes first.
+func newStoreFixture(tb testing.TB, kind backendKind, store func(*lethe.Config), mutate func(*api.Config)) *fixture {
+	tb.Helper()
 	ctx := context.Background()
 	dir := tb.TempDir()
 	cfg := lethe.Config{DataDir: dir, ProofWait: 5 * time.Second}
@@ -60,6 +67,9 @@ func newFixture(tb testing.TB, kind backendKind, mutate func(*api.Config)) *fixt
 	if kind == postgresBackend {
 		dsn := testenv.Postgres(tb)
 		cfg.PostgresDSN, tcfg = dsn, auth.Config{PostgresDSN: dsn}
+	}
+	if store != nil {
+		store(&cfg)
 	}
 	db, err := lethe.Open(ctx, cfg)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/auth"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/proofs"
 )
@@ -17,10 +18,45 @@ import (
 type Auditor interface {
 	AuditKey() string
 	Checkpoint(ctx context.Context) ([]byte, error)
-	AuditEntry(ctx context.Context, index uint64) (*lethe.AuditEntry, error)
-	Proof(ctx context.Context, index, size uint64) (*lethe.Proof, error)
-	ProofByEvent(ctx context.Context, eventID string) (*lethe.Proof, error)
+	// AuditView reads entries and proofs of the leaves visible accepts
+	// (nil: every leaf); any other leaf answers as one that does not exist.
+	AuditView(visible func(*proofs.Leaf) bool) *lethe.AuditView
 	Consistency(ctx context.Context, from, to uint64) (*proofs.ConsistencyProof, error)
+}
+
+// leafFilter says which audit leaves tok may read, nil for every leaf. A
+// leaf names its memory and its actor (the token that caused it), never a
+// scope:
+//
+//   - a token for every memory, without a scope limit, reads every leaf;
+//   - a leaf that names no memory (kek.rotate, kek.trim) is read by every
+//     token the route allows: it names a key-encryption key's versions, no
+//     memory and no grain, and it is what shows an erasure's keys dead in
+//     every copy (lethe verify --finality);
+//   - a leaf of a memory the token may not use is hidden;
+//   - a scope-limited token reads, of its memories' leaves, those it caused:
+//     the hashes in the others may name grains outside its scopes, which it
+//     never learns (docs/api.md).
+//
+// A hidden leaf answers as one that does not exist (lethe.AuditView).
+func leafFilter(tok *auth.Token) func(*proofs.Leaf) bool {
+	if tok.AllowsMemory(auth.AllMemories) && !tok.Scoped() {
+		return nil
+	}
+	return func(l *proofs.Leaf) bool {
+		switch {
+		case l.Memory == "":
+			return true
+		case !tok.AllowsMemory(l.Memory):
+			return false
+		}
+		return !tok.Scoped() || l.Actor == tok.ID
+	}
+}
+
+// auditView is the audit log as the request's token may read it.
+func (s *Server) auditView(c *gin.Context) *lethe.AuditView {
+	return s.lib.AuditView(leafFilter(tokenOf(c)))
 }
 
 var _ Auditor = (*lethe.DB)(nil)
@@ -61,7 +97,7 @@ func (s *Server) auditEntry(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	e, err := s.lib.AuditEntry(c.Request.Context(), i)
+	e, err := s.auditView(c).AuditEntry(c.Request.Context(), i)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -72,9 +108,12 @@ func (s *Server) auditEntry(c *gin.Context) {
 // auditProof answers GET /api/audit/proof?event=ID, or ?index=N[&size=S]
 // (size 0 or absent: the latest checkpoint), as lethe.proof/v1 JSON or,
 // with format=tlog-proof, as a c2sp.org/tlog-proof@v1 text file. An event
-// not yet covered by a signed checkpoint answers 202 with code pending.
+// not yet covered by a signed checkpoint answers 202 with code pending. A
+// leaf the token may not read (leafFilter) answers 404 as one that does
+// not exist, pending or not.
 func (s *Server) auditProof(c *gin.Context) {
 	ctx := c.Request.Context()
+	view := s.auditView(c)
 	format := c.DefaultQuery("format", "json")
 	if format != "json" && format != "tlog-proof" {
 		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "format", "json or tlog-proof"))
@@ -89,7 +128,7 @@ func (s *Server) auditProof(c *gin.Context) {
 	case hasEvent && (hasIndex || hasSize):
 		err = grains.Errorf(lethe.CodeInvalidArgument, "give event, or index (and size), not both")
 	case hasEvent:
-		p, err = s.lib.ProofByEvent(ctx, event) // a malformed id is invalid_argument, unquoted
+		p, err = view.ProofByEvent(ctx, event) // a malformed id is invalid_argument, unquoted
 	case hasIndex:
 		var i, n uint64
 		if i, err = uintParam("index", index); err != nil {
@@ -100,7 +139,7 @@ func (s *Server) auditProof(c *gin.Context) {
 				break
 			}
 		}
-		p, err = s.lib.Proof(ctx, i, n)
+		p, err = view.Proof(ctx, i, n)
 	default:
 		err = grains.Errorf(lethe.CodeInvalidArgument, "give event=ID, or index=N (and size=S)")
 	}

@@ -33,8 +33,11 @@ const (
 
 // tlogRoutes serves the audit log under /api/audit/log/ as a
 // c2sp.org/tlog-tiles log: checkpoint, tile/<L>/<N>[.p/<W>] and
-// tile/entries/<N>[.p/<W>]. The auditor role may read it; with
-// Config.PublicLog anyone may (the leaves hold no personal data).
+// tile/entries/<N>[.p/<W>]. The auditor role may read the checkpoint and
+// the hash tiles; an entry bundle holds the leaves of every memory, so it
+// needs a token that reads every leaf (leafFilter: memories * and no scope
+// limit). With Config.PublicLog anyone may read all of it: the leaves hold
+// no personal data, but they name every memory and the tokens that acted.
 func (s *Server) tlogRoutes(e *gin.Engine, api *gin.RouterGroup) {
 	var g *gin.RouterGroup
 	if s.cfg.PublicLog {
@@ -57,6 +60,11 @@ func (s *Server) tlogCheckpoint(c *gin.Context) {
 }
 
 func (s *Server) tlogTile(c *gin.Context) {
+	if !s.cfg.PublicLog && strings.HasPrefix(c.Param("tile"), "/entries/") && leafFilter(tokenOf(c)) != nil {
+		s.fail(c, apiError(CodeForbidden, "an entry bundle holds the leaves of every memory",
+			"it needs an auditor token for every memory (*) without a scope limit"))
+		return
+	}
 	data, _, err := s.lib.TlogTile(c.Request.Context(), "tile"+c.Param("tile"))
 	if err != nil {
 		s.fail(c, err)
