@@ -18,6 +18,12 @@
 //
 // # Personal data
 //
+// Every answer is Cache-Control: no-store: most under /api and /mcp carry
+// personal data (grains, recall pages, histories, exports) or secrets
+// (tokens, hook secrets, subject nonces), and one rule for all leaves none
+// out. The tlog-tiles checkpoint and tiles (/api/audit/log/) set their
+// own, as c2sp.org/tlog-tiles asks: they hold no personal data.
+//
 // Queries travel in request bodies, never in URLs. The access log carries
 // the method, the route pattern, the status, the latency, the memory name
 // and the token id: never subjects, user ids, bodies or raw URLs. Error
@@ -167,7 +173,7 @@ func (s *Server) routes() *gin.Engine {
 	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = true
 	e.ContextWithFallback = true
-	e.Use(s.recover, s.observe)
+	e.Use(s.recover, s.observe, noStore)
 	e.NoRoute(func(c *gin.Context) { s.fail(c, apiError(CodeRouteNotFound, "no such route", "see /openapi.json")) })
 	e.NoMethod(func(c *gin.Context) {
 		s.fail(c, apiError(CodeMethodNotAllowed, "method not allowed on this route", "see /openapi.json"))

@@ -27,6 +27,8 @@ import (
 //   - every response must be documented (its status, and its body against
 //     the status's schema);
 //   - a request the document refuses must be refused by the server (4xx);
+//   - every answer but a tlog-tiles checkpoint or tile is Cache-Control:
+//     no-store, as the document's description says;
 //   - a request the document accepts but the server refuses with 400 is
 //     logged (go test -v), not failed: some rules are prose in the document
 //     and docs/api.md, beyond what a schema says (repeated keys, lone
@@ -87,6 +89,10 @@ func (c *contract) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(rec.Code)
 	w.Write(rec.Body.Bytes())
 
+	if (rec.Code != http.StatusOK || !strings.HasPrefix(r.URL.Path, "/api/audit/log/")) && rec.Header().Get("Cache-Control") != "no-store" {
+		// See "Personal data" in the package doc.
+		c.tb.Errorf("contract: the answer to %s %s is %d without Cache-Control: no-store", r.Method, r.URL.Path, rec.Code)
+	}
 	if r.URL.Path == "/mcp" {
 		// The one route outside openapi.json (see Config.MCP): its bodies
 		// are MCP's JSON-RPC, whose contract the MCP tests check.
@@ -174,8 +180,9 @@ func (r *recordTB) Helper()             {}
 
 // TestContractCatchesDrift checks that the validator wrapped around every
 // test server fails a test for an undocumented status, a response body
-// that is not the documented one, and a request the document refuses but
-// the server accepts; and passes a documented exchange.
+// that is not the documented one, an answer without Cache-Control:
+// no-store, and a request the document refuses but the server accepts;
+// and passes a documented exchange.
 func TestContractCatchesDrift(t *testing.T) {
 	cases := []struct {
 		name         string
@@ -186,6 +193,7 @@ func TestContractCatchesDrift(t *testing.T) {
 		wantErr      bool
 	}{
 		{"documented", "GET", "/healthz", "", 200, `{"status":"ok"}`, false},
+		{"cacheable", "GET", "/healthz", "", 200, `{"status":"ok"}`, true},
 		{"undocumented status", "GET", "/healthz", "", 418, `{"code":"teapot","message":"x"}`, true},
 		{"wrong body", "GET", "/healthz", "", 200, `{"status":5}`, true},
 		{"refused request accepted", "POST", "/api/memories/default/grains", `{"subject":"no type"}`, 201,
@@ -199,6 +207,9 @@ func TestContractCatchesDrift(t *testing.T) {
 			rec := &recordTB{TB: t}
 			h := withContract(rec, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
+				if c.name != "cacheable" {
+					w.Header().Set("Cache-Control", "no-store")
+				}
 				w.WriteHeader(c.status)
 				io.WriteString(w, c.answer)
 			}))

@@ -109,6 +109,14 @@ func (s *Server) recover(c *gin.Context) {
 	c.Next()
 }
 
+// noStore forbids caching the answer anywhere (RFC 9111): see "Personal
+// data" in the package doc. A handler may set another Cache-Control (the
+// tlog-tiles routes do).
+func noStore(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.Next()
+}
+
 // deadline bounds the request's work.
 func (s *Server) deadline(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)

@@ -50,7 +50,6 @@ func (s *Server) createToken(c *gin.Context, req *TokenRequest) (reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Header("Cache-Control", "no-store")
 	return jsonReply{http.StatusCreated, TokenCreated{Token: secret, TokenInfo: TokenInfoOf(t)}}, nil
 }
 
