@@ -25,8 +25,9 @@
 // own, as c2sp.org/tlog-tiles asks: they hold no personal data.
 //
 // Queries travel in request bodies, never in URLs. The access log carries
-// the method, the route pattern, the status, the latency, the memory name
-// and the token id: never subjects, user ids, bodies or raw URLs. Error
+// the method, the route pattern, the status, the latency, the token id and
+// the memory name (only once the token is authenticated and may use it):
+// never subjects, user ids, bodies or raw URLs. Error
 // messages are the domain's, which never quote personal values; internal
 // errors answer a fixed message and are logged.
 package api

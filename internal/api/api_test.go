@@ -1384,3 +1384,43 @@ func testHistoryExport(f *fixture) {
 	f.wantField(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": "", "subject": alice, "recipient": rcpt}), 400, "invalid_argument", "subject")
 	f.want(f.call(dpo, "POST", base+"/export/history", map[string]any{"hash": "xyz", "recipient": rcpt}), 400, "invalid_argument")
 }
+
+// TestAccessLogMemory: the access log names a route's memory only once
+// the request's token is authenticated and may use that memory; a request
+// without a token, with a bogus one or with a token for other memories
+// writes no name of its choosing into the log (the probe wrote
+// "walter.smith.piimem2" with a bogus token). No query string either.
+func TestAccessLogMemory(t *testing.T) {
+	f := newFixture(t, sqliteBackend, nil)
+	other := f.token("reader", []string{"logged-mem"})
+	noRole := f.token("writer", []string{"role-mem"})
+	for i, c := range []struct {
+		token, memory string
+		status        int
+		logged        bool
+	}{
+		{"", "walter.smith.piimem1", 401, false},
+		{"lethe_bogus", "walter.smith.piimem2", 401, false},
+		{other, "walter.smith.piimem3", 403, false},
+		{noRole, "role-mem", 403, true}, // its own memory, without the role
+		{other, "logged-mem", 200, true},
+	} {
+		f.want(f.call(c.token, "POST", "/api/memories/"+c.memory+"/recall?user=walter.smith.query", api.RecallRequest{}), c.status, "")
+		// The line is written once the answer is sent.
+		for deadline := time.Now().Add(5 * time.Second); strings.Count(f.logs.String(), `"msg":"request"`) <= i && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if got := strings.Contains(f.logs.String(), `"memory":"`+c.memory+`"`); got != c.logged {
+			t.Errorf("%d for memory %s: in the access log %t, want %t", c.status, c.memory, got, c.logged)
+		}
+	}
+	logs := f.logs.String()
+	for _, s := range []string{"walter.smith", "lethe_bogus"} {
+		if strings.Contains(logs, s) {
+			t.Errorf("the access log holds %q:\n%s", s, logs)
+		}
+	}
+	if n := strings.Count(logs, `"msg":"request"`); n != 5 {
+		t.Errorf("%d access log lines, want 5:\n%s", n, logs)
+	}
+}

@@ -61,8 +61,11 @@ func methodLabel(m string) string {
 }
 
 // observe writes the access log line and the metrics of each request. The
-// line has the method, the route pattern (never the raw URL), the status,
-// the latency, the memory name and the token id.
+// line has the method, the route pattern (never the raw URL or its query),
+// the status, the latency, the bytes sent, and once the request's token is
+// authenticated its id and, if the token may use it, the route's memory
+// name: a request without a live token, or for a memory its token may not
+// use, writes no string of its own choosing into the log.
 func (s *Server) observe(c *gin.Context) {
 	start := time.Now()
 	c.Next()
@@ -77,7 +80,7 @@ func (s *Server) observe(c *gin.Context) {
 		slog.Float64("latency_ms", float64(lat.Microseconds())/1000),
 		slog.Int("bytes_out", max(c.Writer.Size(), 0)),
 	}
-	if m := c.Param("memory"); m != "" && grains.ValidateMemory(m) == nil {
+	if m := c.GetString(memoryKey); m != "" {
 		attrs = append(attrs, slog.String("memory", m))
 	}
 	if t := tokenOf(c); t != nil {
@@ -125,7 +128,10 @@ func (s *Server) deadline(c *gin.Context) {
 	c.Next()
 }
 
-const tokenKey = "lethe.token"
+const (
+	tokenKey  = "lethe.token"
+	memoryKey = "lethe.memory" // the route's memory, once its token may use it
+)
 
 func tokenOf(c *gin.Context) *auth.Token {
 	if t, ok := c.Get(tokenKey); ok {
@@ -170,6 +176,7 @@ func (s *Server) memory(c *gin.Context) {
 		s.fail(c, apiError(CodeForbidden, "this token may not use this memory", ""))
 		return
 	}
+	c.Set(memoryKey, m)
 	c.Next()
 }
 
