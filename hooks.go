@@ -24,7 +24,11 @@ import (
 //   - BaseDelay, MaxDelay: the exponential backoff with jitter between
 //     attempts (defaults 1s and 15m).
 //   - Poll: how often the engine looks for due deliveries (default 500ms).
-//   - Batch: how many deliveries one claim takes (default 32).
+//   - Batch: the most deliveries one claim takes (default 32).
+//   - Workers, PerHook, PerMemory: the attempts under way at once, in
+//     all, to one hook and to one memory's hooks together (defaults 64, 4
+//     and 8), so that slow receivers of one memory never hold up the
+//     others' deliveries.
 type HooksConfig = hooks.Settings
 
 // Hook is a webhook of a memory: lethe POSTs the audit events of the

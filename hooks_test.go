@@ -21,6 +21,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/hooks"
 	"github.com/lethe-io/lethe/internal/testenv"
 	"github.com/lethe-io/lethe/proofs"
 )
@@ -872,4 +873,121 @@ func TestHookSecretsAtRest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hanging is a webhook receiver that answers no request until the test
+// ends. It counts the requests it holds, in all and per path (one path per
+// hook), and the most it held at once.
+type hanging struct {
+	srv     *httptest.Server
+	release chan struct{}
+
+	mu              sync.Mutex
+	held            int
+	perPath         map[string]int
+	most, mostPath  int
+	answered, total int
+}
+
+// newHanging starts a hanging receiver. Call it after openDB: its cleanup
+// then runs first and lets the held requests go, so that closing the DB
+// (which waits for the sends in flight) does not wait for their timeout.
+func newHanging(t *testing.T) *hanging {
+	h := &hanging{release: make(chan struct{}), perPath: map[string]int{}}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		h.mu.Lock()
+		h.held++
+		h.total++
+		h.perPath[r.URL.Path]++
+		h.most = max(h.most, h.held)
+		h.mostPath = max(h.mostPath, h.perPath[r.URL.Path])
+		h.mu.Unlock()
+		<-h.release
+		h.mu.Lock()
+		h.held--
+		h.perPath[r.URL.Path]--
+		h.answered++
+		h.mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(h.srv.Close)
+	t.Cleanup(func() { close(h.release) })
+	return h
+}
+
+func (h *hanging) stats() (held, most, mostPath, answered int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.held, h.most, h.mostPath, h.answered
+}
+
+// appendForgets commits n grain.forget events of memory and returns their
+// ids.
+func appendForgets(t *testing.T, db *lethe.DB, memory string, n int) []string {
+	t.Helper()
+	var leaves [][]byte
+	var ids []string
+	for i := range n {
+		l := proofs.Leaf{V: proofs.LeafVersion, ID: proofs.NewEventID(), Type: proofs.EventGrainForget, Memory: memory,
+			Time: time.Now().UTC().Truncate(time.Second), Actor: "local", Hashes: []string{fmt.Sprintf("%064x", i)}}
+		lb, err := l.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaves, ids = append(leaves, lb), append(ids, l.ID)
+	}
+	if err := db.AppendRawEvents(context.Background(), leaves); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// A receiver that never answers holds up no other memory's deliveries: a
+// memory has four hooks on a receiver that holds every request until the
+// test ends (the attempt timeout is a minute) and thirty events queued
+// first; another memory's thirty deliveries to a healthy receiver all
+// arrive while those requests are still held. The hanging receiver never
+// holds more requests at once than one memory may occupy, nor more of one
+// hook than one hook may.
+func TestHookSlowReceiverHoldsUpNoOtherMemory(t *testing.T) {
+	hookBackends(t, func(t *testing.T, cfg lethe.Config) {
+		ctx := context.Background()
+		hc := hookCfg()
+		hc.Timeout = time.Minute
+		db := openDB(t, withHooks(cfg, hc))
+		slow := newHanging(t)
+		for i := range 4 {
+			if _, err := db.AddHook(ctx, lethe.HookSpec{Memory: "evil", URL: fmt.Sprintf("%s/h%d", slow.srv.URL, i),
+				Events: []string{"grain.forget"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rcv := newReceiver(t)
+		h, err := db.AddHook(ctx, lethe.HookSpec{Memory: "victim", URL: rcv.url(), Events: []string{"grain.forget"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcv.trust(h.Secret)
+		appendForgets(t, db, "evil", 30)
+		waitFor(t, "the hanging receiver to hold requests", func() bool { held, _, _, _ := slow.stats(); return held >= 4 })
+		want := appendForgets(t, db, "victim", 30)
+		waitFor(t, "the other memory's deliveries", func() bool { got, _ := rcv.events(); return len(got) == len(want) })
+		got, n := rcv.events()
+		for _, id := range want {
+			if _, ok := got[id]; !ok || n[id] != 1 {
+				t.Errorf("event %s received %d times, want once", id, n[id])
+			}
+		}
+		held, most, mostPath, answered := slow.stats()
+		t.Logf("the hanging receiver holds %d requests (at most %d at once, %d of one hook)", held, most, mostPath)
+		if answered != 0 || held == 0 {
+			t.Errorf("the hanging receiver answered %d and holds %d: the other memory was not delivered while it hung", answered, held)
+		}
+		if most > hooks.DefaultPerMemory || mostPath > hooks.DefaultPerHook {
+			t.Errorf("one memory's hooks held %d deliveries at once (%d of one hook), want at most %d (%d)",
+				most, mostPath, hooks.DefaultPerMemory, hooks.DefaultPerHook)
+		}
+		rcv.check()
+	})
 }

@@ -15,6 +15,22 @@
 // lease leaves it to expire and another sends it again (at least once: the
 // webhook-id lets a receiver drop the repeat).
 //
+// # Scheduling
+//
+// An engine claims due deliveries ahead and sends each from its own
+// goroutine as soon as its bounds let it start: [Config].Workers sends
+// under way in all, PerHook per hook, PerMemory per memory. A send that
+// ends frees its place for the next held delivery; none waits for a batch.
+// What an engine holds is bounded per hook, per memory and in all too, and
+// a claim takes nothing of a hook or a memory that holds its share, so
+// slow or dead receivers hold up no other memory's deliveries: the hooks
+// of one memory never occupy more than PerMemory places (one hook no more
+// than PerHook of them), and claims reach past their deliveries to the
+// others'. Only Workers/PerMemory memories whose receivers all hang could
+// fill an engine. Accepted deliveries are
+// recorded in groups, one write for those accepted while the previous
+// write ran.
+//
 // # Registry
 //
 // A [Registry] manages a DB's hooks: it creates them (checking the URL

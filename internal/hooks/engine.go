@@ -54,24 +54,44 @@ type Failure struct {
 	Reason string
 }
 
+// Held names a claimed delivery and the owner its claim leased it to.
+type Held struct {
+	ID    int64
+	Owner string
+}
+
+// Limits bounds the deliveries of one hook and of one memory that a claim
+// takes, so that the deliveries of slow receivers cannot fill an engine.
+type Limits struct {
+	// PerHook and PerMemory bound the deliveries of one hook, and of one
+	// memory.
+	PerHook, PerMemory int
+	// Hooks and Memories lower those bounds for the hooks and memories
+	// they name (those the engine holds deliveries of) to the deliveries
+	// it may still hold of each; 0 means none.
+	Hooks, Memories map[string]int
+}
+
 // Store is what an Engine needs of the database. internal/store has it
 // (through the Registry's adapter, claims).
 type Store interface {
 	// Claim leases to owner, until now+lease, up to max pending deliveries
-	// due at now whose event the audit sequencer has numbered, and returns
-	// them, or a non-nil error. No delivery leased to one owner is
-	// returned to another before its lease expires.
-	Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, max int) ([]Delivery, error)
-	// Delivered removes the deliveries ids that owner still holds; it
-	// returns nil for those it no longer holds (another owner sends them
-	// again: at least once).
-	Delivered(ctx context.Context, ids []int64, owner string) error
+	// due at now whose event the audit sequencer has numbered, within lim
+	// as far as it can, and returns them, or a non-nil error. No delivery
+	// leased to one owner is returned to another before its lease
+	// expires. The engine releases what it returns beyond lim.
+	Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, max int, lim Limits) ([]Delivery, error)
+	// Delivered removes, in one write, the deliveries held that their
+	// owners still hold; it returns nil for those they no longer hold
+	// (another owner sends them again: at least once).
+	Delivered(ctx context.Context, held []Held) error
 	// Failed records a failed attempt of delivery id if owner still holds
 	// its lease, and releases the lease.
 	Failed(ctx context.Context, id int64, owner string, f Failure) error
-	// Release gives back the leases owner holds on deliveries ids, with no
-	// attempt counted (an engine stopping before it sent them).
-	Release(ctx context.Context, ids []int64, owner string) error
+	// Release gives back the leases held that their owners still hold,
+	// with no attempt counted (deliveries an engine will not send: it is
+	// stopping, they are beyond its bounds, or their lease ran short).
+	Release(ctx context.Context, held []Held) error
 }
 
 // Unwrapper returns a hook's secret from its stored (wrapped) form.
@@ -85,7 +105,9 @@ const (
 	DefaultBaseDelay   = time.Second
 	DefaultMaxDelay    = 15 * time.Minute
 	DefaultBatch       = 32
-	DefaultWorkers     = 4
+	DefaultWorkers     = 64
+	DefaultPerHook     = 4
+	DefaultPerMemory   = 8
 	DefaultPoll        = time.Second
 	// MaxResponseRead bounds the bytes of a response read (and dropped).
 	MaxResponseRead = 64 << 10
@@ -105,10 +127,12 @@ type Config struct {
 	MaxAttempts int
 	// BaseDelay and MaxDelay shape the backoff (see Backoff).
 	BaseDelay, MaxDelay time.Duration
-	// Batch is how many deliveries a step claims; Workers how many it
-	// sends at once.
-	Batch, Workers int
-	// Poll is how often Run looks for due deliveries when not kicked.
+	// Batch is the most deliveries one claim takes.
+	Batch int
+	// Workers bounds the sends under way at once; PerHook bounds those of
+	// one hook, PerMemory those of one memory's hooks together.
+	Workers, PerHook, PerMemory int
+	// Poll is how often Run looks for due deliveries when not woken.
 	Poll time.Duration
 	// Transport, when set, replaces the guarded transport (tests only:
 	// the guard is then not applied).
@@ -119,16 +143,86 @@ type Config struct {
 
 // Engine sends deliveries. It is safe for concurrent use; several
 // engines, in one process or several, may share a database.
+//
+// An engine claims due deliveries ahead (up to Batch a claim) and holds
+// them; each is sent by its own goroutine as soon as the bounds on sends
+// under way let it start: Workers in all, PerHook per hook, PerMemory per
+// memory. A send that ends frees its place for the next held delivery that
+// fits, so a slow receiver holds up no batch, only what waits for its own
+// hook's or memory's places. What an engine holds is bounded as well, at holdFactor times each
+// bound on sends, and a claim takes nothing of a hook or a memory that
+// holds its share: the hooks of one memory, however slow or dead their
+// receivers, never occupy more than PerMemory places, and claims reach
+// past their deliveries to the others'.
 type Engine struct {
 	cfg    Config
 	client *http.Client
 	owner  string
-	kick   chan struct{}
+	kick   chan struct{} // look for due deliveries now
+	wake   chan struct{} // a hook has room for another claim
+	sends  sync.WaitGroup
+	rec    recorder
 
 	mu      sync.Mutex
 	secrets map[string][]byte // wrapped form -> secret
+	queue   []*claimed        // held and not started, in the order claimed
+	held    load              // deliveries held: queued or being sent
+	sending load              // deliveries being sent
 
 	delivered, failed, dead atomic.Int64
+}
+
+// holdFactor bounds what an engine holds (claimed, sent or waiting to be)
+// at this many times each bound on sends under way: per hook, per memory
+// and in all.
+const holdFactor = 8
+
+// load counts deliveries in all, per hook and per memory.
+type load struct {
+	all       int
+	hook, mem map[string]int
+}
+
+func newLoad() load { return load{hook: map[string]int{}, mem: map[string]int{}} }
+
+func (l *load) add(d *Delivery, n int) {
+	l.all += n
+	bump(l.hook, d.HookID, n)
+	bump(l.mem, d.Memory, n)
+}
+
+func bump(m map[string]int, k string, n int) {
+	if m[k] += n; m[k] <= 0 {
+		delete(m, k)
+	}
+}
+
+// fits reports whether one more of d stays within all, perHook and
+// perMemory.
+func (l *load) fits(d *Delivery, all, perHook, perMemory int) bool {
+	return l.all < all && l.hook[d.HookID] < perHook && l.mem[d.Memory] < perMemory
+}
+
+// left returns, for each key of busy, the room bound leaves it.
+func left(busy map[string]int, bound int) map[string]int {
+	out := make(map[string]int, len(busy))
+	for k, n := range busy {
+		out[k] = max(0, bound-n)
+	}
+	return out
+}
+
+// claimed is a delivery an engine holds.
+type claimed struct {
+	Delivery
+	owner string
+	// ctx is the claimer's (Run's or Step's): once it ends, the delivery
+	// is released unsent.
+	ctx context.Context
+	// startBy is when the delivery's lease leaves too little time for an
+	// attempt: not started by then, it is released unsent.
+	startBy time.Time
+	st      *step // nil for Run's
 }
 
 // New returns an Engine.
@@ -154,6 +248,12 @@ func New(cfg Config) *Engine {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
+	if cfg.PerHook <= 0 {
+		cfg.PerHook = DefaultPerHook
+	}
+	if cfg.PerMemory <= 0 {
+		cfg.PerMemory = DefaultPerMemory
+	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
 	}
@@ -165,7 +265,8 @@ func New(cfg Config) *Engine {
 	}
 	b := make([]byte, 8)
 	rand.Read(b)
-	e := &Engine{cfg: cfg, owner: hex.EncodeToString(b), kick: make(chan struct{}, 1), secrets: map[string][]byte{}}
+	e := &Engine{cfg: cfg, owner: hex.EncodeToString(b), kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		secrets: map[string][]byte{}, held: newLoad(), sending: newLoad()}
 	t := cfg.Transport
 	if t == nil {
 		t = NewTransport(cfg.Guard, cfg.Timeout)
@@ -210,112 +311,270 @@ func (e *Engine) Kick() {
 	}
 }
 
-// Run sends deliveries until ctx ends.
+// Run sends deliveries until ctx ends, then releases those it holds
+// unsent and waits for the sends under way (each bounded by Timeout) and
+// the recording of their outcomes. It claims again at once after a claim
+// that took all it asked for, when a hook's sends leave it room for
+// another claim, when kicked, and every Poll. (A claim right after one that
+// filled a hook's or a memory's share would read past that one's due
+// deliveries to find the others': it waits for a wake or a tick.)
 func (e *Engine) Run(ctx context.Context) {
 	t := time.NewTicker(e.cfg.Poll)
 	defer t.Stop()
 	for {
-		n, err := e.Step(ctx)
-		if err != nil && ctx.Err() == nil {
-			e.cfg.Logger.Warn("webhook delivery step failed; it resumes later", slog.Any("error", err))
+		n, more, err := e.claim(ctx, nil)
+		select {
+		case <-e.wake: // raised before or during this claim: answered
+		default:
 		}
-		if n == e.cfg.Batch && err == nil {
+		if err != nil && ctx.Err() == nil {
+			e.cfg.Logger.Warn("webhook delivery claim failed; it resumes later", slog.Any("error", err))
+		}
+		if err == nil && n > 0 && more {
 			continue // more may be due
 		}
 		select {
 		case <-ctx.Done():
+			e.dispatch() // releases what Run holds unsent
+			e.sends.Wait()
 			return
 		case <-e.kick:
+		case <-e.wake:
 		case <-t.C:
 		}
 	}
 }
 
-// lease is how long a claim holds its deliveries: every attempt of a
-// batch, bounded by Timeout, with room to record the outcome.
-func (e *Engine) lease() time.Duration {
-	rounds := (e.cfg.Batch + e.cfg.Workers - 1) / e.cfg.Workers
-	return time.Duration(rounds+2) * e.cfg.Timeout
+// lease is how long a claim holds its deliveries: the claim, a wait for
+// the sends ahead of it (at most holdFactor rounds of its hook's), the
+// unwrapping of the secrets and the attempt, each bounded by Timeout, and
+// as long again to record the outcome. A delivery whose lease runs short
+// before it could start is released unsent (see claimed.startBy), so that
+// no two engines ever send it at once.
+func (e *Engine) lease() time.Duration { return (holdFactor + 4) * e.cfg.Timeout }
+
+// step gathers the outcomes of the deliveries one Step claimed.
+type step struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	err error
 }
 
-// Step claims one batch of due deliveries, sends them, records the
-// outcomes, and returns how many it claimed.
+// finish records the outcome of one of st's deliveries; st may be nil.
+func (st *step) finish(err error) {
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	if st.err == nil {
+		st.err = err
+	}
+	st.mu.Unlock()
+	st.wg.Done()
+}
+
+// Step claims due deliveries (up to Batch, within what the engine may
+// hold, counting what Run holds), sends them as the bounds on sends under
+// way let it, records the outcomes, and returns how many it claimed.
 func (e *Engine) Step(ctx context.Context) (int, error) {
+	var st step
+	n, _, err := e.claim(ctx, &st)
+	st.wg.Wait()
+	if err != nil {
+		return n, err
+	}
+	return n, st.err
+}
+
+// claim claims what the engine may still hold, holds it, and starts what
+// the bounds on sends let start; st, if not nil, gathers the outcomes. It
+// returns how many it holds of those it claimed, and whether another
+// claim may find more at once: it took all it asked for, and no hook or
+// memory of those it took has its full share. Deliveries beyond what the
+// engine may hold (a store that took more than the limits it was given,
+// or two claims of this engine at once) are released.
+func (e *Engine) claim(ctx context.Context, st *step) (n int, more bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	all, perHook, perMem := holdFactor*e.cfg.Workers, holdFactor*e.cfg.PerHook, holdFactor*e.cfg.PerMemory
+	e.mu.Lock()
+	asked := min(e.cfg.Batch, all-e.held.all)
+	lim := Limits{PerHook: perHook, PerMemory: perMem, Hooks: left(e.held.hook, perHook), Memories: left(e.held.mem, perMem)}
+	e.mu.Unlock()
+	if asked <= 0 {
+		return 0, false, nil
+	}
 	b := make([]byte, 8)
 	rand.Read(b)
 	owner := e.owner + "-" + hex.EncodeToString(b)
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	// The claim, a send under way and the recording of outcomes finish
-	// (each bounded) even if ctx ends, so that a stopping engine leaves no
-	// lease behind it and no sent delivery to be sent again; deliveries
-	// not yet started are released.
+	// The claim, the sends and the recording of outcomes finish (each
+	// bounded) even if ctx ends, so that a stopping engine leaves no lease
+	// behind it and no sent delivery to be sent again; deliveries not yet
+	// started are released.
 	sctx := context.WithoutCancel(ctx)
+	now := e.cfg.Now()
 	cctx, cancel := context.WithTimeout(sctx, e.cfg.Timeout)
-	ds, err := e.cfg.Store.Claim(cctx, owner, e.cfg.Now(), e.lease(), e.cfg.Batch)
+	ds, err := e.cfg.Store.Claim(cctx, owner, now, e.lease(), asked, lim)
 	cancel()
 	if err != nil || len(ds) == 0 {
-		return 0, err
+		return 0, false, err
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var unsent, sent []int64
-	work := make(chan Delivery)
-	errs := make(chan error, len(ds))
-	for range min(e.cfg.Workers, len(ds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range work {
-				if ctx.Err() != nil {
-					mu.Lock()
-					unsent = append(unsent, d.ID)
-					mu.Unlock()
-					continue
-				}
-				ok, err := e.deliver(sctx, owner, d)
-				if err != nil {
-					errs <- err
-				}
-				if ok {
-					mu.Lock()
-					sent = append(sent, d.ID)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+	var extra []Held
+	startBy := now.Add(e.lease() - 3*e.cfg.Timeout)
+	e.mu.Lock()
 	for _, d := range ds {
-		work <- d
+		if !e.held.fits(&d, all, perHook, perMem) {
+			extra = append(extra, Held{ID: d.ID, Owner: owner})
+			continue
+		}
+		e.held.add(&d, 1)
+		n++
+		if st != nil {
+			st.wg.Add(1)
+		}
+		e.queue = append(e.queue, &claimed{Delivery: d, owner: owner, ctx: ctx, startBy: startBy, st: st})
 	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	// One statement records every accepted delivery of the batch (a
-	// commit each cost SQLite an fsync per delivery).
-	if len(sent) > 0 {
-		if err := e.cfg.Store.Delivered(sctx, sent, owner); err != nil {
-			return len(ds), err
+	more = n == asked
+	for _, d := range ds {
+		if e.held.hook[d.HookID] >= perHook || e.held.mem[d.Memory] >= perMem {
+			more = false
 		}
 	}
-	if len(unsent) > 0 {
-		rctx, cancel := context.WithTimeout(sctx, 5*time.Second)
+	e.mu.Unlock()
+	e.dispatch()
+	if len(extra) > 0 {
+		rctx, cancel := context.WithTimeout(sctx, e.cfg.Timeout)
 		defer cancel()
-		if err := e.cfg.Store.Release(rctx, unsent, owner); err != nil {
-			return len(ds), err
+		if err := e.cfg.Store.Release(rctx, extra); err != nil {
+			return n, false, err
 		}
 	}
-	return len(ds), <-errs
+	return n, more, nil
 }
 
-// deliver sends d once and records a failure; it reports whether the
-// receiver accepted d, and returns only the store's errors.
-func (e *Engine) deliver(ctx context.Context, owner string, d Delivery) (bool, error) {
-	reason := e.send(ctx, d)
+// dispatch starts, in the order claimed, each held delivery that the
+// bounds on sends under way let start, and releases those whose claimer's
+// context ended or whose lease ran short.
+func (e *Engine) dispatch() {
+	var drop []*claimed
+	e.mu.Lock()
+	now := e.cfg.Now()
+	rest := e.queue[:0]
+	for _, c := range e.queue {
+		switch {
+		case c.ctx.Err() != nil || now.After(c.startBy):
+			e.held.add(&c.Delivery, -1)
+			drop = append(drop, c)
+		case e.sending.fits(&c.Delivery, e.cfg.Workers, e.cfg.PerHook, e.cfg.PerMemory):
+			e.sending.add(&c.Delivery, 1)
+			e.sends.Add(1)
+			go e.attempt(c)
+		default:
+			rest = append(rest, c)
+		}
+	}
+	clear(e.queue[len(rest):])
+	e.queue = rest
+	e.mu.Unlock()
+	if len(drop) == 0 {
+		return
+	}
+	held := make([]Held, len(drop))
+	for i, c := range drop {
+		held[i] = Held{ID: c.ID, Owner: c.owner}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(drop[0].ctx), e.cfg.Timeout)
+	err := e.cfg.Store.Release(ctx, held)
+	cancel()
+	if err != nil {
+		// The leases expire instead: the deliveries are sent later.
+		e.cfg.Logger.Warn("webhook deliveries not released", slog.Any("error", err))
+	}
+	for _, c := range drop {
+		c.st.finish(nil)
+	}
+}
+
+// attempt sends c and records the outcome. c's place among the sends
+// under way is free once the receiver answered, so the next held delivery
+// starts while the outcome is recorded (and an acceptance waits to join
+// others in one write); c stays held until recorded, and Run is woken when
+// c's hook has room for another claim.
+func (e *Engine) attempt(c *claimed) {
+	defer e.sends.Done()
+	ctx := context.WithoutCancel(c.ctx)
+	reason := e.send(ctx, c.Delivery)
+	e.mu.Lock()
+	e.sending.add(&c.Delivery, -1)
+	e.mu.Unlock()
+	e.dispatch()
+	err := e.outcome(ctx, c.owner, c.Delivery, reason)
+	e.mu.Lock()
+	e.held.add(&c.Delivery, -1)
+	room := e.held.hook[c.HookID] <= e.cfg.PerHook && e.held.mem[c.Memory] <= e.cfg.PerMemory
+	e.mu.Unlock()
+	if room {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+	if err != nil && c.st == nil {
+		e.cfg.Logger.Warn("webhook delivery outcome not recorded; the delivery is sent again", slog.Any("error", err))
+	}
+	c.st.finish(err)
+}
+
+// recorder records accepted deliveries in groups: one write for all those
+// accepted while the previous write ran (a commit each cost SQLite an
+// fsync per delivery).
+type recorder struct {
+	mu      sync.Mutex
+	writing bool
+	next    *group
+}
+
+type group struct {
+	held []Held
+	done chan struct{}
+	err  error
+}
+
+// record records h with the next group, writing it unless a write is
+// under way, and returns once h's group is written.
+func (r *recorder) record(ctx context.Context, s Store, h Held) error {
+	r.mu.Lock()
+	if r.next == nil {
+		r.next = &group{done: make(chan struct{})}
+	}
+	g := r.next
+	g.held = append(g.held, h)
+	if r.writing {
+		r.mu.Unlock()
+		<-g.done
+		return g.err
+	}
+	r.writing = true
+	for r.next != nil {
+		w := r.next
+		r.next = nil
+		r.mu.Unlock()
+		w.err = s.Delivered(ctx, w.held)
+		close(w.done)
+		r.mu.Lock()
+	}
+	r.writing = false
+	r.mu.Unlock()
+	return g.err
+}
+
+// outcome records the outcome of an attempt of d, reason as send returned
+// it; it returns only the store's errors.
+func (e *Engine) outcome(ctx context.Context, owner string, d Delivery, reason string) error {
 	if reason == "" {
 		e.delivered.Add(1)
-		return true, nil
+		return e.rec.record(ctx, e.cfg.Store, Held{ID: d.ID, Owner: owner})
 	}
 	e.failed.Add(1)
 	now := e.cfg.Now()
@@ -327,13 +586,15 @@ func (e *Engine) deliver(ctx context.Context, owner string, d Delivery) (bool, e
 	}
 	e.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "webhook attempt failed", slog.String("hook", d.HookID),
 		slog.Int64("delivery", d.ID), slog.Int("attempts", f.Attempts), slog.String("reason", reason), slog.Bool("dead", f.Dead))
-	return false, e.cfg.Store.Failed(ctx, d.ID, owner, f)
+	return e.cfg.Store.Failed(ctx, d.ID, owner, f)
 }
 
 // send makes one attempt and returns "" on success or the reason of the
 // failure.
 func (e *Engine) send(ctx context.Context, d Delivery) string {
-	secrets, err := e.secretsOf(ctx, d)
+	uctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	secrets, err := e.secretsOf(uctx, d)
+	cancel()
 	if err != nil {
 		return "secret unavailable"
 	}

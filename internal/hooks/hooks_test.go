@@ -185,28 +185,49 @@ func TestBackoff(t *testing.T) {
 }
 
 // memStore is an in-memory hooks.Store for the engine's own behaviour
-// (redirects, bounded reads, outcomes); the real store's claims are tested
-// in internal/store and the root package.
+// (redirects, bounded reads, outcomes, its bounds on sends under way); the
+// real store's claims are tested in internal/store and the root package.
+// Its claims leave out the hooks and memories the limits say are full, but
+// take any number of the others' deliveries, so that the engine has to
+// keep its own bounds.
 type memStore struct {
-	mu     sync.Mutex
-	ds     []Delivery
-	done   []int64
-	failed map[int64]Failure
+	mu       sync.Mutex
+	ds       []Delivery // pending, not claimed
+	held     map[int64]Delivery
+	done     []int64
+	failed   map[int64]Failure
+	released int
 }
 
-func (m *memStore) Claim(_ context.Context, _ string, _ time.Time, _ time.Duration, max int) ([]Delivery, error) {
+func newMemStore() *memStore {
+	return &memStore{held: map[int64]Delivery{}, failed: map[int64]Failure{}}
+}
+
+func (m *memStore) Claim(_ context.Context, _ string, _ time.Time, _ time.Duration, max int, lim Limits) ([]Delivery, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := min(max, len(m.ds))
-	out := m.ds[:n]
-	m.ds = m.ds[n:]
+	var out, rest []Delivery
+	for _, d := range m.ds {
+		n, busyHook := lim.Hooks[d.HookID]
+		k, busyMem := lim.Memories[d.Memory]
+		if len(out) == max || (busyHook && n == 0) || (busyMem && k == 0) {
+			rest = append(rest, d)
+			continue
+		}
+		out = append(out, d)
+		m.held[d.ID] = d
+	}
+	m.ds = rest
 	return out, nil
 }
 
-func (m *memStore) Delivered(_ context.Context, ids []int64, _ string) error {
+func (m *memStore) Delivered(_ context.Context, held []Held) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.done = append(m.done, ids...)
+	for _, h := range held {
+		m.done = append(m.done, h.ID)
+		delete(m.held, h.ID)
+	}
 	return nil
 }
 
@@ -214,10 +235,28 @@ func (m *memStore) Failed(_ context.Context, id int64, _ string, f Failure) erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.failed[id] = f
+	delete(m.held, id)
 	return nil
 }
 
-func (m *memStore) Release(context.Context, []int64, string) error { return nil }
+func (m *memStore) Release(_ context.Context, held []Held) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var back []Delivery
+	for _, h := range held {
+		back = append(back, m.held[h.ID])
+		delete(m.held, h.ID)
+	}
+	m.ds = append(back, m.ds...)
+	m.released += len(held)
+	return nil
+}
+
+func (m *memStore) delivered() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.done)
+}
 
 func TestEngineOutcomes(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), 8<<20)
@@ -243,7 +282,7 @@ func TestEngineOutcomes(t *testing.T) {
 	defer srv.Close()
 	secret := NewSecret()
 	leaf := []byte(`{"v":1,"id":"00","type":"grain.forget","memory":"m","time":"2026-01-01T00:00:00Z","actor":"local"}`)
-	st := &memStore{failed: map[int64]Failure{}}
+	st := newMemStore()
 	now := time.Now()
 	for i, p := range []string{"/ok", "/big", "/redirect", "/slow", "/fail", "/fail"} {
 		d := Delivery{ID: int64(i + 1), HookID: "hk_1", URL: srv.URL + p, Secret: []byte("w"), EventID: "00", Type: "grain.forget",
@@ -277,4 +316,86 @@ func TestEngineOutcomes(t *testing.T) {
 	if s := e.Stats(); s.Delivered != 2 || s.Failed != 4 || s.Dead != 1 {
 		t.Errorf("Stats = %+v", s)
 	}
+}
+
+// The engine keeps its bounds whatever its store's claims return: three
+// hooks of one memory on a receiver that holds every request until the
+// test ends, queued first, never have more than PerMemory sends under way,
+// nor one hook more than PerHook; the engine releases what it may not
+// hold, and the other memory's deliveries all arrive meanwhile.
+func TestEngineBounds(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	held, most := map[string]int{}, map[string]int{}
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		held[r.URL.Path]++
+		held[""]++
+		most[r.URL.Path] = max(most[r.URL.Path], held[r.URL.Path])
+		most[""] = max(most[""], held[""])
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		held[r.URL.Path]--
+		held[""]--
+		mu.Unlock()
+	}))
+	defer hang.Close()
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer ok.Close()
+
+	leaf := []byte(`{"v":1,"id":"00","type":"grain.forget","memory":"m","time":"2026-01-01T00:00:00Z","actor":"local"}`)
+	st := newMemStore()
+	id := int64(0)
+	add := func(hook, memory, url string, n int) {
+		for range n {
+			id++
+			st.ds = append(st.ds, Delivery{ID: id, HookID: hook, URL: url, Secret: []byte("w"), EventID: "00", Type: "grain.forget",
+				Memory: memory, Leaf: leaf, CreatedAt: time.Now()})
+		}
+	}
+	for _, h := range []string{"hk_s1", "hk_s2", "hk_s3"} {
+		add(h, "slow", hang.URL+"/"+h, 30) // more than the engine may hold of one hook
+	}
+	add("hk_o1", "ok", ok.URL, 10)
+	secret := NewSecret()
+	e := New(Config{Store: st, Guard: Guard{AllowPrivate: true}, Timeout: time.Minute, Poll: 10 * time.Millisecond,
+		Workers: 6, PerHook: 2, PerMemory: 4, Unwrap: func(context.Context, string, []byte) ([]byte, error) { return secret, nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		e.Run(ctx)
+		close(stopped)
+	}()
+	defer func() {
+		// The held requests go first: Run, once cancelled, waits for its
+		// sends, and a server closes once its requests end.
+		close(release)
+		cancel()
+		<-stopped
+	}()
+
+	deadline := time.After(20 * time.Second)
+	for st.delivered() < 10 {
+		select {
+		case <-deadline:
+			t.Fatalf("%d of the other memory's 10 deliveries arrived", st.delivered())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if held[""] == 0 || most[""] > 4 {
+		t.Errorf("the hanging receiver holds %d requests, at most %d at once; want some, at most PerMemory (4)", held[""], most[""])
+	}
+	for _, h := range []string{"hk_s1", "hk_s2", "hk_s3"} {
+		if most["/"+h] > 2 {
+			t.Errorf("hook %s had %d sends under way at once, want at most PerHook (2)", h, most["/"+h])
+		}
+	}
+	st.mu.Lock()
+	if st.released == 0 {
+		t.Error("the store's claims took nothing over the bounds: the test tests nothing of the engine's own")
+	}
+	st.mu.Unlock()
 }

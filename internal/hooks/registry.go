@@ -41,8 +41,13 @@ type Settings struct {
 	BaseDelay, MaxDelay time.Duration
 	// Poll is how often the engine looks for due deliveries (default 500ms).
 	Poll time.Duration
-	// Batch is how many deliveries one claim takes (default 32).
+	// Batch is the most deliveries one claim takes (default 32).
 	Batch int
+	// Workers bounds the attempts under way at once (default 64);
+	// PerHook bounds those of one hook (default 4) and PerMemory those of
+	// one memory's hooks together (default 8), so that slow or dead
+	// receivers of one memory never hold up the others' deliveries.
+	Workers, PerHook, PerMemory int
 }
 
 // Hook is a webhook of a memory: lethe POSTs the audit events of the
@@ -116,10 +121,10 @@ type HookStore interface {
 	Deliveries(ctx context.Context, hookID, state string, limit int) ([]store.DeliveryRow, error)
 	Redeliver(ctx context.Context, hookID string, deliveryID int64, now int64) (int64, error)
 	DeliveryQueueStats(ctx context.Context) (store.DeliveryQueue, error)
-	ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil int64, max int) ([]store.ClaimedDelivery, error)
-	DeliveryDone(ctx context.Context, ids []int64, owner string) error
+	ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil int64, max int, lim store.ClaimLimits) ([]store.ClaimedDelivery, error)
+	DeliveryDone(ctx context.Context, refs []store.DeliveryRef) error
 	DeliveryFailed(ctx context.Context, id int64, owner string, attempts int, next int64, dead bool, reason string) error
-	ReleaseDeliveries(ctx context.Context, ids []int64, owner string) error
+	ReleaseDeliveries(ctx context.Context, refs []store.DeliveryRef) error
 }
 
 var _ HookStore = (*store.DB)(nil)
@@ -163,7 +168,8 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 			return r.kek.Unwrap(ctx, secretRef("", id), wrapped)
 		},
 		Guard: r.guard, Timeout: s.Timeout, MaxAge: s.MaxAge, MaxAttempts: s.MaxAttempts,
-		BaseDelay: s.BaseDelay, MaxDelay: s.MaxDelay, Poll: s.Poll, Batch: s.Batch, Now: cfg.Now, Logger: cfg.Logger})
+		BaseDelay: s.BaseDelay, MaxDelay: s.MaxDelay, Poll: s.Poll, Batch: s.Batch,
+		Workers: s.Workers, PerHook: s.PerHook, PerMemory: s.PerMemory, Now: cfg.Now, Logger: cfg.Logger})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -438,8 +444,9 @@ func (r *Registry) wrap(ctx context.Context, memory, id string, secret []byte) (
 // claims adapts the store's delivery queue to the engine's Store.
 type claims struct{ st HookStore }
 
-func (c claims) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, max int) ([]Delivery, error) {
-	rows, err := c.st.ClaimDeliveries(ctx, owner, now.UnixMicro(), now.Add(lease).UnixMicro(), max)
+func (c claims) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, max int, lim Limits) ([]Delivery, error) {
+	rows, err := c.st.ClaimDeliveries(ctx, owner, now.UnixMicro(), now.Add(lease).UnixMicro(), max,
+		store.ClaimLimits{PerHook: lim.PerHook, PerMemory: lim.PerMemory, Hooks: lim.Hooks, Memories: lim.Memories})
 	out := make([]Delivery, len(rows))
 	for i, r := range rows {
 		out[i] = Delivery{ID: r.ID, HookID: r.HookID, URL: r.URL, Secret: r.Secret, OldSecret: r.OldSecret,
@@ -449,14 +456,22 @@ func (c claims) Claim(ctx context.Context, owner string, now time.Time, lease ti
 	return out, err
 }
 
-func (c claims) Delivered(ctx context.Context, ids []int64, owner string) error {
-	return c.st.DeliveryDone(ctx, ids, owner)
+func (c claims) Delivered(ctx context.Context, held []Held) error {
+	return c.st.DeliveryDone(ctx, refs(held))
 }
 
 func (c claims) Failed(ctx context.Context, id int64, owner string, f Failure) error {
 	return c.st.DeliveryFailed(ctx, id, owner, f.Attempts, f.Next.UnixMicro(), f.Dead, f.Reason)
 }
 
-func (c claims) Release(ctx context.Context, ids []int64, owner string) error {
-	return c.st.ReleaseDeliveries(ctx, ids, owner)
+func (c claims) Release(ctx context.Context, held []Held) error {
+	return c.st.ReleaseDeliveries(ctx, refs(held))
+}
+
+func refs(held []Held) []store.DeliveryRef {
+	out := make([]store.DeliveryRef, len(held))
+	for i, h := range held {
+		out[i] = store.DeliveryRef{ID: h.ID, Owner: h.Owner}
+	}
+	return out
 }

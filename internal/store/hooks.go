@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"gorm.io/gorm"
@@ -197,39 +198,129 @@ type ClaimedDelivery struct {
 	Seq        int64
 }
 
+// ClaimLimits bounds the deliveries of one hook and of one memory that a
+// claim takes, so that a hook or a memory whose receivers are slow cannot
+// take every delivery a claim hands out.
+type ClaimLimits struct {
+	// PerHook and PerMemory bound the deliveries of one hook, and of one
+	// memory, that the claim takes (0: no bound).
+	PerHook, PerMemory int
+	// Hooks and Memories lower those bounds for the hooks and memories
+	// they name, to the deliveries the claimer may still start for each
+	// (0: none).
+	Hooks, Memories map[string]int
+}
+
+// DeliveryRef names a claimed delivery and the owner that claimed it.
+type DeliveryRef struct {
+	ID    int64
+	Owner string
+}
+
+// claimDeliveries is the claim's statement. The innermost query takes the
+// candidates, due deliveries of numbered events in due order, leaving out
+// the hooks and memories the claimer may start none of (on PostgreSQL it
+// locks them, skipping rows another claim holds); the next keeps at most
+// the per-hook bound of each hook, the next at most the per-memory bound
+// of each memory, and the claim takes the first max of those. The bounds
+// of busy hooks and memories arrive as JSON objects ({"hk_...": 2}), so
+// that the statement's text, prepared once, never changes. {each} reads
+// such an object as rows (key, value); {lock} is PostgreSQL's row lock.
+// On PostgreSQL {in} and {end} make "= ANY(ARRAY(...))", so that the chosen ids are
+// computed once and updated through the primary key: with "IN (" and no
+// statistics yet, PostgreSQL read every pending row and searched the
+// chosen ones for each (SQLite computes an IN list once).
+const claimDeliveries = `UPDATE hook_deliveries SET owner = ?, lease_us = ? WHERE id {in}
+	SELECT m.id FROM (
+		SELECT h.id, h.next_us, ROW_NUMBER() OVER (PARTITION BY h.memory ORDER BY h.next_us, h.id) AS nm,
+			COALESCE((SELECT CAST(j.value AS INTEGER) FROM {each} j WHERE j.key = h.memory), ?) AS cm
+		FROM (
+			SELECT c.id, c.memory, c.next_us, ROW_NUMBER() OVER (PARTITION BY c.hook_id ORDER BY c.next_us, c.id) AS nh,
+				COALESCE((SELECT CAST(j.value AS INTEGER) FROM {each} j WHERE j.key = c.hook_id), ?) AS ch
+			FROM (
+				SELECT d.id, d.hook_id, d.memory, d.next_us FROM hook_deliveries d JOIN audit_events e ON e.event_id = d.event_id
+				WHERE d.state = 'pending' AND d.next_us <= ? AND d.lease_us <= ? AND e.seq IS NOT NULL
+					AND d.hook_id NOT IN (SELECT j.key FROM {each} j WHERE CAST(j.value AS INTEGER) <= 0)
+					AND d.memory NOT IN (SELECT j.key FROM {each} j WHERE CAST(j.value AS INTEGER) <= 0)
+				ORDER BY d.next_us, d.id LIMIT ?{lock}
+			) c
+		) h WHERE h.nh <= h.ch
+	) m WHERE m.nm <= m.cm ORDER BY m.next_us, m.id LIMIT ?{end} AND state = 'pending' AND lease_us <= ?`
+
 // ClaimDeliveries leases to owner, until leaseUntil, up to max pending
-// deliveries due at now (Unix microseconds) whose event is numbered, and
-// returns them. On PostgreSQL the rows are taken FOR UPDATE SKIP LOCKED,
-// so concurrent claims skip each other's; on SQLite the one UPDATE runs
-// under the database's write lock. Either way the UPDATE re-checks that
-// the lease is free, and the rows are read back by owner, which is unique
-// to this claim.
-func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil int64, max int) ([]ClaimedDelivery, error) {
-	lock := ""
+// deliveries due at now (Unix microseconds) whose event is numbered,
+// within lim, and returns them. On PostgreSQL the rows are taken FOR
+// UPDATE SKIP LOCKED, so concurrent claims skip each other's; on SQLite
+// the one UPDATE runs under the database's write lock. Either way the
+// UPDATE re-checks that the lease is free, and the rows are read back by
+// owner, which is unique to this claim.
+//
+// The bounds are counted among the first candidates in due order (four
+// times max, and 64 more), so a claim behind many deliveries of one busy
+// hook may take fewer than it could; the claimer then counts that hook as
+// full and its next claim reaches past it.
+func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil int64, max int, lim ClaimLimits) ([]ClaimedDelivery, error) {
+	q := claimDeliveries
 	if db.dialect == Postgres {
-		lock = " FOR UPDATE OF d SKIP LOCKED"
+		q = strings.ReplaceAll(q, "{each}", "json_each_text(CAST(? AS json))")
+		q = strings.Replace(q, "{lock}", " FOR UPDATE OF d SKIP LOCKED", 1)
+		q = strings.Replace(q, "{in}", "= ANY(ARRAY(", 1)
+		q = strings.Replace(q, "{end}", "))", 1)
+	} else {
+		q = strings.ReplaceAll(q, "{each}", "json_each(?)")
+		q = strings.Replace(q, "{lock}", "", 1)
+		q = strings.Replace(q, "{in}", "IN (", 1)
+		q = strings.Replace(q, "{end}", ")", 1)
 	}
+	hooks, mems := boundsJSON(lim.Hooks), boundsJSON(lim.Memories)
+	perHook, perMem := lim.PerHook, lim.PerMemory
+	if perHook <= 0 {
+		perHook = max
+	}
+	if perMem <= 0 {
+		perMem = max
+	}
+	// The arguments in the order of their ? in the statement's text.
+	args := []any{owner, leaseUntil, string(mems), perMem, string(hooks), perHook, now, now, string(hooks), string(mems),
+		4*max + 64, max, now}
 	g := db.gorm.WithContext(ctx)
-	err := g.Exec(`UPDATE hook_deliveries SET owner = ?, lease_us = ? WHERE id IN (
-		SELECT d.id FROM hook_deliveries d JOIN audit_events e ON e.event_id = d.event_id
-		WHERE d.state = 'pending' AND d.next_us <= ? AND d.lease_us <= ? AND e.seq IS NOT NULL
-		ORDER BY d.next_us, d.id LIMIT ?`+lock+`) AND state = 'pending' AND lease_us <= ?`,
-		owner, leaseUntil, now, now, max, now).Error
-	if err != nil {
+	if err := g.Exec(q, args...).Error; err != nil {
 		return nil, translate(err, "claim webhook deliveries")
 	}
 	var out []ClaimedDelivery
-	err = g.Raw(`SELECT d.id, d.hook_id, d.event_id, d.memory, d.attempts, d.created_us, h.url, h.secret, h.old_secret,
+	err := g.Raw(`SELECT d.id, d.hook_id, d.event_id, d.memory, d.attempts, d.created_us, h.url, h.secret, h.old_secret,
 		h.old_until_us, e.type, e.leaf, e.seq
 		FROM hook_deliveries d JOIN hooks h ON h.id = d.hook_id JOIN audit_events e ON e.event_id = d.event_id
 		WHERE d.owner = ? ORDER BY d.id`, owner).Scan(&out).Error
 	return out, translate(err, "read claimed webhook deliveries")
 }
 
-// DeliveryDone deletes the deliveries ids that owner holds.
-func (db *DB) DeliveryDone(ctx context.Context, ids []int64, owner string) error {
-	err := db.gorm.WithContext(ctx).Where("id IN ? AND owner = ?", ids, owner).Delete(&DeliveryRow{}).Error
+// DeliveryDone deletes the deliveries refs names that their owners still
+// hold, in one statement.
+func (db *DB) DeliveryDone(ctx context.Context, refs []DeliveryRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	err := db.gorm.WithContext(ctx).Where("(id, owner) IN ?", refPairs(refs)).Delete(&DeliveryRow{}).Error
 	return translate(err, "record webhook delivery")
+}
+
+// boundsJSON is m as a JSON object, {} when empty (never null: the
+// statement reads it as rows, and null is not an object).
+func boundsJSON(m map[string]int) []byte {
+	if len(m) == 0 {
+		return []byte("{}")
+	}
+	b, _ := json.Marshal(m) // a map of strings to ints always marshals
+	return b
+}
+
+func refPairs(refs []DeliveryRef) [][]any {
+	out := make([][]any, len(refs))
+	for i, r := range refs {
+		out[i] = []any{r.ID, r.Owner}
+	}
+	return out
 }
 
 // DeliveryFailed records a failed attempt of delivery id if owner holds
@@ -276,9 +367,13 @@ func (db *DB) DeliveryQueueStats(ctx context.Context) (DeliveryQueue, error) {
 	return q, translate(err, "read webhook queue")
 }
 
-// ReleaseDeliveries gives back owner's leases on deliveries ids.
-func (db *DB) ReleaseDeliveries(ctx context.Context, ids []int64, owner string) error {
-	err := db.gorm.WithContext(ctx).Model(&DeliveryRow{}).Where("id IN ? AND owner = ?", ids, owner).
+// ReleaseDeliveries gives back the leases refs names that their owners
+// still hold.
+func (db *DB) ReleaseDeliveries(ctx context.Context, refs []DeliveryRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	err := db.gorm.WithContext(ctx).Model(&DeliveryRow{}).Where("(id, owner) IN ?", refPairs(refs)).
 		Updates(map[string]any{"owner": "", "lease_us": 0}).Error
 	return translate(err, "release webhook deliveries")
 }
