@@ -472,7 +472,7 @@ func TestHookSSRF(t *testing.T) {
 		for _, u := range []string{"http://127.0.0.1:8080/h", "http://localhost/h", "http://[::1]/h", "http://10.1.2.3/h",
 			"http://172.16.0.1/", "http://192.168.1.1/", "http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/",
 			"http://100.64.0.1/", "http://0.0.0.0/", "http://[::]/", "http://[::ffff:127.0.0.1]/", "http://[fe80::1]/",
-			"https://224.0.0.1/", "http://[64:ff9b::a00:1]/", "http://127.1/"} {
+			"https://224.0.0.1/", "http://[64:ff9b::a00:1]/", "http://[::7f00:1]/", "http://[2001::a00:1]/", "http://127.1/"} {
 			_, err := strict.AddHook(ctx, lethe.HookSpec{Memory: "m", URL: u, Events: []string{"*"}})
 			if u == "http://127.1/" { // not an IP literal to Go: a name that does not resolve
 				wantCode(t, err, lethe.CodeInvalidArgument)

@@ -25,6 +25,12 @@ func TestHookRoutes(t *testing.T) {
 		f.want(f.call(scoped, "GET", base, nil), 403, "forbidden")
 		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: "http://169.254.169.254/", Events: []string{"*"}}), 400, "url_refused")
 		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: "http://10.0.0.1/", Events: []string{"*"}}), 400, "url_refused")
+		// IPv6 forms that embed an IPv4 address.
+		for _, u := range []string{"http://[::127.0.0.1]/", "http://[::7f00:1]/", "http://[::ffff:127.0.0.1]/", "http://[::ffff:0:7f00:1]/",
+			"http://[64:ff9b::7f00:1]/", "http://[64:ff9b:1::a00:1]/", "http://[2002:7f00:1::]/", "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+			"http://[fe80::1%25eth0]/"} {
+			f.want(f.call(dpo, "POST", base, api.HookRequest{URL: u, Events: []string{"*"}}), 400, "url_refused")
+		}
 		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: "gopher://93.184.215.14/", Events: []string{"*"}}), 400, "invalid_argument")
 		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: good.URL, Events: []string{"grain.nope"}}), 400, "invalid_argument")
 		f.want(f.call(dpo, "POST", base, `{"url":"https://93.184.215.14/","events":["*"],"colour":1}`), 400, "invalid_argument")

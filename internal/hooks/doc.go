@@ -68,7 +68,8 @@
 //
 // [Guard] refuses URLs whose host resolves to a loopback, private,
 // link-local, CGNAT, multicast, unspecified, reserved or cloud metadata
-// address, when a hook is created and again on every connection (a dialer
+// address, or to an IPv6 address that embeds an IPv4 one (one table of
+// ranges, [Blocked]), when a hook is created and again on every connection (a dialer
 // control function checks the address actually connected to, so DNS
 // rebinding does not get through). Redirects are not followed, and timeouts
 // and the response bytes read are bounded.

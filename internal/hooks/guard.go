@@ -15,39 +15,60 @@ import (
 // resolves to, an address hooks may not reach.
 var ErrRefusedAddress = errors.New("hooks: address refused")
 
-// blockedPrefixes are the ranges a hook may not reach unless private
-// addresses are allowed, beyond what netip.Addr's predicates name
-// (loopback, private, link-local, multicast, unspecified).
-var blockedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"),   // CGNAT (RFC 6598)
-	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
-	netip.MustParsePrefix("192.0.2.0/24"),    // TEST-NET-1
-	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
-	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
-	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
-	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, and the broadcast address
-	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64: may embed any IPv4 address
-	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
-	netip.MustParsePrefix("2001:db8::/32"),   // documentation
-	netip.MustParsePrefix("2002::/16"),       // 6to4: embeds an IPv4 address
-	netip.MustParsePrefix("100::/64"),        // discard-only
-	netip.MustParsePrefix("fec0::/10"),       // deprecated site-local
+// reserved lists the address ranges a hook may not reach unless private
+// addresses are allowed: the IANA special-purpose ranges that are not
+// globally reachable (RFC 6890 and its updates), and every IPv6 range that
+// embeds an IPv4 address, which could name an internal one (IPv4-compatible,
+// NAT64, 6to4, Teredo, IPv4-translated). One exception is mapped rather
+// than refused: an IPv4-mapped address (::ffff:a.b.c.d) is checked as the
+// IPv4 address it maps, as Go itself treats it. Blocked checks an address,
+// when a hook is created and on every connection, against this table only.
+var reserved = []struct {
+	Prefix netip.Prefix
+	Name   string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "this network, the unspecified address"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "CGNAT (RFC 6598)"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local, cloud metadata (169.254.169.254)"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol assignments"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation (TEST-NET-1)"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "6to4 relay anycast"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation (TEST-NET-2)"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation (TEST-NET-3)"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved, the broadcast address"},
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible (embeds an IPv4 address), the unspecified and loopback addresses"},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "IPv4-translated (embeds an IPv4 address)"},
+	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64 (embeds an IPv4 address)"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64 (embeds an IPv4 address)"},
+	{netip.MustParsePrefix("100::/64"), "discard-only"},
+	{netip.MustParsePrefix("2001::/32"), "Teredo (embeds an IPv4 address)"},
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
+	{netip.MustParsePrefix("2002::/16"), "6to4 (embeds an IPv4 address)"},
+	{netip.MustParsePrefix("3fff::/20"), "documentation"},
+	{netip.MustParsePrefix("fc00::/7"), "unique local (private), cloud metadata (fd00:ec2::254)"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("fec0::/10"), "deprecated site-local"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
 }
 
 // Blocked reports whether a hook may not reach ip when private addresses
-// are not allowed: loopback, private (RFC 1918, fc00::/7, which holds the
-// metadata address fd00:ec2::254), link-local (169.254.0.0/16, which holds
-// 169.254.169.254, and fe80::/10), multicast, unspecified, CGNAT, reserved
-// and documentation ranges, and IPv6 forms embedding IPv4 addresses.
+// are not allowed: ip (with no zone, and an IPv4-mapped address as the
+// IPv4 address it maps) is in a range of reserved, or is not an address.
 func Blocked(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	if !ip.IsValid() || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified() {
+	if !ip.IsValid() {
 		return true
 	}
-	for _, p := range blockedPrefixes {
-		if p.Contains(ip) {
+	// A prefix never contains an address with a zone (fe80::1%eth0): drop
+	// it, so that the table decides.
+	ip = ip.WithZone("").Unmap()
+	for _, r := range reserved {
+		if r.Prefix.Contains(ip) {
 			return true
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -79,22 +81,66 @@ func FuzzSecret(f *testing.F) {
 	})
 }
 
+// Every address the rule names is refused, when a hook is created and
+// when a connection is made (the dialer's control function), by the one
+// table: each of its ranges at both ends, and the IPv6 forms that embed
+// an IPv4 address, which are refused whatever they embed, except an
+// IPv4-mapped address, which is checked as the IPv4 address it maps.
 func TestBlocked(t *testing.T) {
-	for _, tc := range []struct {
+	type test struct {
 		ip   string
 		want bool
-	}{
+	}
+	tests := []test{
 		{"127.0.0.1", true}, {"127.255.0.9", true}, {"::1", true}, {"10.0.0.1", true}, {"172.16.5.4", true},
 		{"192.168.0.1", true}, {"169.254.169.254", true}, {"fd00:ec2::254", true}, {"100.64.0.1", true},
-		{"100.127.255.254", true}, {"0.0.0.0", true}, {"::", true}, {"::ffff:10.0.0.1", true}, {"::ffff:127.0.0.1", true},
-		{"fe80::1", true}, {"224.0.0.1", true}, {"ff02::1", true}, {"255.255.255.255", true}, {"240.0.0.1", true},
-		{"198.18.0.1", true}, {"192.0.2.1", true}, {"64:ff9b::7f00:1", true}, {"2002:7f00:1::", true}, {"2001:db8::1", true},
+		{"100.127.255.254", true}, {"0.0.0.0", true}, {"::", true}, {"fe80::1", true}, {"fe80::1%eth0", true},
+		{"224.0.0.1", true}, {"ff02::1", true}, {"ff01::1", true}, {"255.255.255.255", true}, {"240.0.0.1", true},
+		{"198.18.0.1", true}, {"192.0.2.1", true}, {"2001:db8::1", true}, {"192.88.99.1", true}, {"3fff::1", true},
+		// IPv4-compatible (::/96): refused, whatever it embeds.
+		{"::127.0.0.1", true}, {"::7f00:1", true}, {"::10.0.0.1", true}, {"::93.184.215.14", true},
+		// IPv4-mapped (::ffff:0:0/96): the IPv4 address it maps.
+		{"::ffff:127.0.0.1", true}, {"::ffff:10.0.0.1", true}, {"::ffff:169.254.169.254", true}, {"::ffff:93.184.215.14", false},
+		// IPv4-translated (::ffff:0:0:0/96), NAT64, 6to4, Teredo: refused, whatever they embed.
+		{"::ffff:0:7f00:1", true}, {"::ffff:0:5db8:d70e", true},
+		{"64:ff9b::7f00:1", true}, {"64:ff9b::5db8:d70e", true}, {"64:ff9b:1::a00:1", true},
+		{"2002:7f00:1::", true}, {"2002:5db8:d70e::1", true},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", true}, {"2001::7f00:1", true},
 		{"93.184.215.14", false}, {"8.8.8.8", false}, {"100.128.0.1", false}, {"2606:4700::1111", false}, {"172.32.0.1", false},
-	} {
-		if got := Blocked(netip.MustParseAddr(tc.ip)); got != tc.want {
+		{"2001:4860:4860::8888", false}, {"2003::1", false}, {"64:ff9c::1", false},
+	}
+	for _, r := range reserved {
+		tests = append(tests, test{r.Prefix.Addr().String(), true}, test{lastAddr(r.Prefix).String(), true})
+	}
+	g := Guard{}
+	for _, tc := range tests {
+		ip := netip.MustParseAddr(tc.ip)
+		if got := Blocked(ip); got != tc.want {
 			t.Errorf("Blocked(%s) = %v, want %v", tc.ip, got, tc.want)
 		}
+		err := g.Control("tcp", netip.AddrPortFrom(ip, 443).String(), nil)
+		if errors.Is(err, ErrRefusedAddress) != tc.want {
+			t.Errorf("Control(%s) = %v, want refused %v", tc.ip, err, tc.want)
+		}
+		u := "https://" + netip.AddrPortFrom(ip, 443).String() + "/"
+		if ip.Zone() != "" {
+			u = "https://[" + strings.Replace(ip.String(), "%", "%25", 1) + "]/"
+		}
+		err = g.CheckURL(context.Background(), u)
+		if errors.Is(err, ErrRefusedAddress) != tc.want {
+			t.Errorf("CheckURL(%s) = %v, want refused %v", u, err, tc.want)
+		}
 	}
+}
+
+// lastAddr returns the last address of p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for bit := p.Bits(); bit < len(b)*8; bit++ {
+		b[bit/8] |= 0x80 >> (bit % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // resolver answers fixed addresses: the DNS, not lethe's code.
@@ -398,4 +444,27 @@ func TestEngineBounds(t *testing.T) {
 		t.Error("the store's claims took nothing over the bounds: the test tests nothing of the engine's own")
 	}
 	st.mu.Unlock()
+}
+
+// docs/api.md lists every range the guard refuses, and no other.
+func TestReservedDocumented(t *testing.T) {
+	md, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(md), "**Addresses.**")
+	sec, _, _ = strings.Cut(sec, "\n**")
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([0-9a-f.:]+/[0-9]+)`").FindAllStringSubmatch(sec, -1) {
+		documented[m[1]] = true
+	}
+	for _, r := range reserved {
+		if !documented[r.Prefix.String()] {
+			t.Errorf("docs/api.md, Addresses, does not list %s (%s)", r.Prefix, r.Name)
+		}
+		delete(documented, r.Prefix.String())
+	}
+	for p := range documented {
+		t.Errorf("docs/api.md, Addresses, lists %s, which the guard does not refuse", p)
+	}
 }
