@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe/internal/hooks"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // Webhooks: the public face of package hooks, whose Registry manages the
@@ -38,8 +39,13 @@ type HooksConfig = hooks.Settings
 type Hook = hooks.Hook
 
 // HookSpec describes a hook to create: Memory, URL, and Events (audit
-// event types, see proofs.EventTypes, or "*" for every type).
+// event types of HookEventTypes, or "*" for every type).
 type HookSpec = hooks.Spec
+
+// HookEventTypes returns the audit event types a hook can receive: those
+// of one memory, every type but the key-encryption key's kek.rotate and
+// kek.trim.
+func HookEventTypes() []proofs.EventType { return hooks.EventTypes() }
 
 // HookSecret is a Hook with its signing Secret ("whsec_" and base64), as
 // AddHook and RotateHookSecret return it: the only times it is shown.

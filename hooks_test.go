@@ -991,3 +991,51 @@ func TestHookSlowReceiverHoldsUpNoOtherMemory(t *testing.T) {
 		rcv.check()
 	})
 }
+
+// A hook receives every event type lethe.HookEventTypes lists: the
+// erasure requests' transitions and version-chain exports too, which the
+// documentation once left out.
+func TestHookRequestAndExportEvents(t *testing.T) {
+	hookBackends(t, func(t *testing.T, cfg lethe.Config) {
+		ctx := context.Background()
+		db := openDB(t, withHooks(cfg, hookCfg()))
+		rcv := newReceiver(t)
+		var types []string
+		for _, typ := range lethe.HookEventTypes() {
+			types = append(types, string(typ))
+		}
+		h, err := db.AddHook(ctx, lethe.HookSpec{Memory: "m", URL: rcv.url(), Events: types})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rcv.trust(h.Secret)
+		g := mustAdd(t, db, lethe.Grain{Memory: "m", Type: "fact", UserID: "u-1", Subject: "s", Content: "c"})
+		mustAdd(t, db, lethe.Grain{Memory: "m", Type: "fact", UserID: "u-2", Subject: "s2", Content: "c2"})
+		exportHistory(t, db, lethe.HistoryRequest{Memory: "m", Hash: g})
+		for _, user := range []string{"u-1", "u-2"} {
+			f, err := db.FileErasureRequest(as("tok_a"), lethe.RequestSpec{Memory: "m", UserID: user, Reason: "data_subject_request", Reference: "DSR-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			decide := db.ApproveErasureRequest
+			if user == "u-2" {
+				decide = db.RejectErasureRequest
+			}
+			if _, err := decide(as("tok_b"), "m", f.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := map[string]bool{"history.export": true, "request.create": true, "request.approve": true, "request.reject": true}
+		waitFor(t, "the requests' and the export's events", func() bool {
+			got, _ := rcv.events()
+			n := 0
+			for _, p := range got {
+				if want[p.Type] {
+					n++
+				}
+			}
+			return n == 5 // one export, two requests filed, one approved, one rejected
+		})
+		rcv.check()
+	})
+}

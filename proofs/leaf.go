@@ -57,6 +57,11 @@ var EventTypes = []EventType{
 // not one memory: its leaf's memory is "".
 func (t EventType) kekEvent() bool { return t == EventKEKRotate || t == EventKEKTrim }
 
+// OfMemory reports whether t is a known type whose events belong to one
+// memory (their leaf names it): every type but those of the key-encryption
+// key as a whole, kek.rotate and kek.trim.
+func (t EventType) OfMemory() bool { return t.Known() && !t.kekEvent() }
+
 // Known reports whether t is one of [EventTypes].
 func (t EventType) Known() bool { return slices.Contains(EventTypes, t) }
 

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,6 +34,21 @@ func TestHookRoutes(t *testing.T) {
 		}
 		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: "gopher://93.184.215.14/", Events: []string{"*"}}), 400, "invalid_argument")
 		f.want(f.call(dpo, "POST", base, api.HookRequest{URL: good.URL, Events: []string{"grain.nope"}}), 400, "invalid_argument")
+		// A type no hook receives is refused naming its item, unquoted.
+		for _, evs := range [][]string{{"kek.rotate"}, {"grain.forget", "kek.trim"}} {
+			a := f.call(dpo, "POST", base, api.HookRequest{URL: good.URL, Events: evs})
+			f.wantField(a, 400, "invalid_argument", fmt.Sprintf("events[%d]", len(evs)-1))
+			if strings.Contains(string(a.body), "kek.") {
+				t.Errorf("the refusal of %v quotes it: %s", evs, a.body)
+			}
+		}
+		for _, typ := range lethe.HookEventTypes() { // every type a hook receives is accepted
+			a := f.call(dpo, "POST", base, api.HookRequest{URL: good.URL, Events: []string{string(typ)}})
+			f.want(a, 201, "")
+			var h lethe.HookSecret
+			a.decode(t, &h)
+			f.want(f.call(dpo, "DELETE", base+"/"+h.ID, nil), http.StatusNoContent, "")
+		}
 		f.want(f.call(dpo, "POST", base, `{"url":"https://93.184.215.14/","events":["*"],"colour":1}`), 400, "invalid_argument")
 
 		a := f.call(dpo, "POST", base, good)

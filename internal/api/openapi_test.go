@@ -161,3 +161,52 @@ func TestCodesDocumented(t *testing.T) {
 		t.Errorf("openapi.json's Error.code enum = %v, want the status table's codes %v", got, want)
 	}
 }
+
+// TestHookEventTypesDocumented checks that docs/api.md (Hooks) and the
+// HookRequest schema of openapi.json list exactly the event types a hook
+// receives (lethe.HookEventTypes), the schema with "*" as well.
+func TestHookEventTypesDocumented(t *testing.T) {
+	var want []string
+	for _, typ := range lethe.HookEventTypes() {
+		want = append(want, string(typ))
+	}
+	slices.Sort(want)
+
+	md, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(md), "A hook sends a memory's audit events of the types it lists")
+	sec, _, _ = strings.Cut(sec, "(The KEK's")
+	var documented []string
+	for _, m := range regexp.MustCompile("`([a-z]+\\.[a-z]+)`").FindAllStringSubmatch(sec, -1) {
+		documented = append(documented, m[1])
+	}
+	slices.Sort(documented)
+	if !slices.Equal(documented, want) {
+		t.Errorf("docs/api.md, Hooks, lists %v, want %v", documented, want)
+	}
+
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				HookRequest struct {
+					Properties struct {
+						Events struct {
+							Items struct {
+								Enum []string `json:"enum"`
+							} `json:"items"`
+						} `json:"events"`
+					} `json:"properties"`
+				} `json:"HookRequest"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	enum := slices.Sorted(slices.Values(doc.Components.Schemas.HookRequest.Properties.Events.Items.Enum))
+	if wantEnum := slices.Sorted(slices.Values(append(slices.Clone(want), "*"))); !slices.Equal(enum, wantEnum) {
+		t.Errorf("openapi.json's HookRequest.events enum = %v, want %v", enum, wantEnum)
+	}
+}

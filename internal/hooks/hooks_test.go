@@ -10,12 +10,16 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/proofs"
 )
 
 // The signature is the specification's: the Standard Webhooks Go library
@@ -466,5 +470,52 @@ func TestReservedDocumented(t *testing.T) {
 	}
 	for p := range documented {
 		t.Errorf("docs/api.md, Addresses, lists %s, which the guard does not refuse", p)
+	}
+}
+
+// A hook lists "*" alone, or event types it can receive: those of one
+// memory. Any other item, a KEK event among them, is refused naming its
+// position, never quoting it.
+func TestEvents(t *testing.T) {
+	for _, typ := range proofs.EventTypes {
+		_, err := events([]string{string(typ)})
+		if typ.OfMemory() != (err == nil) {
+			t.Errorf("events([%s]) = %v", typ, err)
+		}
+	}
+	if got := EventTypes(); len(got) != len(proofs.EventTypes)-2 || slices.Contains(got, proofs.EventKEKRotate) ||
+		slices.Contains(got, proofs.EventKEKTrim) || !slices.Contains(got, proofs.EventRequestReject) || !slices.Contains(got, proofs.EventHistoryExport) {
+		t.Errorf("EventTypes() = %v", got)
+	}
+	for _, tc := range []struct {
+		name    string
+		evs     []string
+		want    []string
+		wantErr string // the field named
+	}{
+		{"all", []string{"*"}, []string{"*"}, ""},
+		{"sorted, once each", []string{"request.reject", "grain.forget", "request.reject", "history.export"},
+			[]string{"grain.forget", "history.export", "request.reject"}, ""},
+		{"none", nil, nil, "events"},
+		{"kek.rotate", []string{"kek.rotate"}, nil, "events[0]"},
+		{"kek.trim second", []string{"grain.forget", "kek.trim"}, nil, "events[1]"},
+		{"unknown", []string{"grain.forget", "key.erase", "john@example.com"}, nil, "events[2]"},
+		{"empty", []string{""}, nil, "events[0]"},
+		{"* and more", []string{"grain.forget", "*"}, nil, "events[1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := events(tc.evs)
+			var ge *grains.Error
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("events(%q) = %v", tc.evs, err)
+			case tc.wantErr == "" && !slices.Equal(got, tc.want):
+				t.Errorf("events(%q) = %q, want %q", tc.evs, got, tc.want)
+			case tc.wantErr != "" && (!errors.As(err, &ge) || ge.Code != grains.CodeInvalidArgument || ge.Field != tc.wantErr):
+				t.Errorf("events(%q) = %v, want invalid_argument on %s", tc.evs, err, tc.wantErr)
+			case tc.wantErr != "" && len(tc.evs) > 0 && len(tc.evs[len(tc.evs)-1]) > 1 && strings.Contains(err.Error(), tc.evs[len(tc.evs)-1]):
+				t.Errorf("events(%q) = %v quotes what it refused", tc.evs, err)
+			}
+		})
 	}
 }

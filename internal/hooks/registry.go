@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -68,8 +69,8 @@ type Hook struct {
 type Spec struct {
 	Memory string
 	URL    string
-	// Events lists audit event types (see proofs.EventTypes), or "*" for
-	// every type.
+	// Events lists audit event types (see EventTypes), or "*" for every
+	// type.
 	Events []string
 }
 
@@ -384,23 +385,41 @@ func (r *Registry) Rewrap(ctx context.Context, rewrap func(context.Context, []by
 	return n, nil
 }
 
-// events validates and normalizes a hook's event types.
+// EventTypes returns the audit event types a hook can receive, in the
+// order of proofs.EventTypes: those of one memory, since a delivery goes
+// to the hooks of its event's memory. The KEK's events (kek.rotate,
+// kek.trim) belong to no memory and reach no hook.
+func EventTypes() []proofs.EventType {
+	var out []proofs.EventType
+	for _, t := range proofs.EventTypes {
+		if t.OfMemory() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// events validates and normalizes a hook's event types: "*" alone, or
+// types of EventTypes. An error names the item at fault (events[i]),
+// never quoting it.
 func events(evs []string) ([]string, error) {
 	if len(evs) == 0 {
 		return nil, grains.FieldError(grains.CodeInvalidArgument, "events", `list the audit event types to receive, or "*"`)
 	}
-	if slices.Contains(evs, "*") {
+	if i := slices.Index(evs, "*"); i >= 0 {
 		if len(evs) > 1 {
-			return nil, grains.FieldError(grains.CodeInvalidArgument, "events", `"*" stands alone`)
+			return nil, grains.FieldError(grains.CodeInvalidArgument, fmt.Sprintf("events[%d]", i), `"*" stands alone`)
 		}
 		return evs, nil
 	}
-	out := slices.Clone(evs)
-	for _, e := range out {
-		if !proofs.EventType(e).Known() {
-			return nil, grains.FieldError(grains.CodeInvalidArgument, "events", "unknown event type (see docs/api.md, Hooks)")
+	deliverable := EventTypes()
+	for i, e := range evs {
+		if !slices.Contains(deliverable, proofs.EventType(e)) {
+			return nil, grains.FieldError(grains.CodeInvalidArgument, fmt.Sprintf("events[%d]", i),
+				"not an event type a hook receives (see docs/api.md, Hooks)")
 		}
 	}
+	out := slices.Clone(evs)
 	slices.Sort(out)
 	return slices.Compact(out), nil
 }
