@@ -96,6 +96,11 @@ type serveConfig struct {
 		Timeout      duration `yaml:"timeout"`
 		MaxAge       duration `yaml:"max_age"`
 		MaxAttempts  int      `yaml:"max_attempts"`
+		// Workers, PerHook and PerMemory bound the attempts under way at
+		// once (see lethe.HooksConfig).
+		Workers   int `yaml:"workers"`
+		PerHook   int `yaml:"per_hook"`
+		PerMemory int `yaml:"per_memory"`
 	} `yaml:"hooks"`
 
 	Audit struct {
@@ -227,7 +232,17 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 	}
 	lcfg.Schedule = cfg.Schedule
 	lcfg.Hooks = lethe.HooksConfig{Deliver: !cfg.Hooks.NoDelivery, AllowPrivate: cfg.Hooks.AllowPrivate,
-		Timeout: time.Duration(cfg.Hooks.Timeout), MaxAge: time.Duration(cfg.Hooks.MaxAge), MaxAttempts: cfg.Hooks.MaxAttempts}
+		Timeout: time.Duration(cfg.Hooks.Timeout), MaxAge: time.Duration(cfg.Hooks.MaxAge), MaxAttempts: cfg.Hooks.MaxAttempts,
+		Workers: cfg.Hooks.Workers, PerHook: cfg.Hooks.PerHook, PerMemory: cfg.Hooks.PerMemory}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"hooks.max_attempts", cfg.Hooks.MaxAttempts}, {"hooks.workers", cfg.Hooks.Workers},
+		{"hooks.per_hook", cfg.Hooks.PerHook}, {"hooks.per_memory", cfg.Hooks.PerMemory}} {
+		if n.v < 0 {
+			return fmt.Errorf("config: %s must be at least 1 (left out or 0: the default)", n.name)
+		}
+	}
 	if cfg.PolicyFile != "" {
 		p, err := lethe.LoadPolicy(cfg.PolicyFile)
 		if err != nil {
@@ -281,6 +296,9 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 	}
 	bound := ln.Addr().String()
 	logger.Info("listening", slog.String("addr", bound), slog.Bool("postgres", cfg.Postgres != ""))
+	if lcfg.Hooks.AllowPrivate {
+		logger.Warn("hooks may reach loopback, private and other internal addresses (hooks.allow_private or LETHE_HOOKS_ALLOW_PRIVATE): for development only")
+	}
 	if addrFile != "" {
 		if err := writeFileAtomic(addrFile, []byte(bound+"\n"), 0o644); err != nil {
 			ln.Close()

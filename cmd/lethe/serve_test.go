@@ -101,6 +101,10 @@ func testServe(t *testing.T, pg []string) {
 	if !strings.Contains(logs.String(), adminFile) || strings.Contains(logs.String(), strings.TrimSpace(string(adminSecret))) {
 		t.Errorf("the log must name the admin token's path, not its value:\n%s", logs)
 	}
+	// LETHE_HOOKS_ALLOW_PRIVATE is set (above): the start says so.
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"hooks may reach loopback, private and other internal addresses`) {
+		t.Errorf("the log must warn that hooks may reach internal addresses:\n%s", logs)
+	}
 
 	admin := []string{"--server", server, "--token-file", adminFile}
 	var created struct{ Token, ID string }
