@@ -1189,7 +1189,21 @@ func testErasure(f *fixture) {
 	f.want(f.call(dpo, "POST", base+"/holds", map[string]any{"scope": "d"}), 403, "forbidden")
 	a = f.call(admin, "POST", base+"/holds", map[string]any{"scope": "d"})
 	a.decode(f.t, &hold)
-	f.want(f.call(dpo, "DELETE", base+"/holds/"+hold.ID, nil), 403, "forbidden")
+	// A hold outside its scopes, or on a user, is no hold to it: the
+	// answer for an id that names none, byte for byte.
+	a = f.call(admin, "POST", base+"/holds", map[string]any{"user_id": userU2})
+	var uheld lethe.Hold
+	a.decode(f.t, &uheld)
+	none := strings.Repeat("e", 32)
+	missing := f.call(dpo, "DELETE", base+"/holds/"+none, nil)
+	f.want(missing, 404, "not_found")
+	for _, id := range []string{hold.ID, uheld.ID} {
+		a = f.call(dpo, "DELETE", base+"/holds/"+id, nil)
+		if got := strings.ReplaceAll(string(a.body), id, none); a.status != missing.status || got != string(missing.body) {
+			f.t.Errorf("a scoped dpo releasing a hold it cannot see: %d %s; an unknown id: %d %s", a.status, a.body, missing.status, missing.body)
+		}
+	}
+	f.want(f.call(admin, "DELETE", base+"/holds/"+uheld.ID, nil), 204, "")
 	a = f.call(dpo, "POST", base+"/holds", map[string]any{"scope": "mine/x"})
 	f.want(a, 201, "")
 	var mine lethe.Hold

@@ -159,7 +159,7 @@ func (s *Server) setHold(c *gin.Context, req *HoldRequest) (reply, error) {
 }
 
 // releaseHold releases a hold. A scope-limited token may release the scope
-// holds within its scopes.
+// holds within its scopes; the others are not found to it.
 func (s *Server) releaseHold(c *gin.Context) {
 	memory, id, ctx := c.Param("memory"), c.Param("id"), c.Request.Context()
 	if tok := tokenOf(c); tok.Scoped() {
@@ -168,9 +168,12 @@ func (s *Server) releaseHold(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
+		// A hold outside the token's scopes, or on a user, is no hold to
+		// it (the hold list leaves it out): the answer for an id that
+		// names none.
 		for _, h := range hs {
 			if h.ID == id && (h.Kind != "scope" || !tok.AllowsScope(h.Scope)) {
-				s.fail(c, outOfScope("id"))
+				s.fail(c, grains.NoHold(memory, id))
 				return
 			}
 		}

@@ -117,6 +117,15 @@ func HideErasure(err error) error {
 	return &Error{Code: CodeNotFound, Field: e.Field, Message: e.Message, Hint: e.Hint}
 }
 
+// NoHold is the not_found error for a hold id that names no active hold of
+// memory: what a scope-limited token hears of a hold it cannot see, too.
+func NoHold(memory, id string) *Error {
+	if memory == "" {
+		memory = DefaultMemory
+	}
+	return Errorf(CodeNotFound, "no active hold %s in memory %s", id, memory)
+}
+
 // NoGrains is the not_found error for a list of hashes none of which names
 // a grain of memory ("" means the default memory): what an archive of
 // such a list answers, and what a scope-limited token hears of a list

@@ -109,7 +109,7 @@ func (db *DB) ReleaseHold(ctx context.Context, memory, id string, now int64, evs
 			return translate(res.Error, "release hold")
 		}
 		if res.RowsAffected == 0 {
-			return grains.Errorf(grains.CodeNotFound, "no active hold %s in memory %s", id, memory)
+			return grains.NoHold(memory, id)
 		}
 		return insertEvents(tx, now, evs)
 	})
