@@ -530,22 +530,40 @@ func awaitLockWaiters(t *testing.T, dsn string, n int, or <-chan error) {
 // which locks the newest versions it deletes first and the older ones after,
 // can meet a forget this way.)
 func TestForgetRetriesADeadlock(t *testing.T) {
-	db, dsn, v1, v2 := pgChain(t, "deadlock")
-	var res *lethe.ForgetResult
-	var err error
-	inDeadlock(t, dsn, v2, v1, func() { res, err = db.Forget(context.Background(), lethe.Selector{Hash: v1}) })
-	if err != nil || res.Count != 2 {
-		t.Fatalf("forget of a chain that met a deadlock: %+v, %v; want both versions forgotten", res, err)
+	db, dsn, _, _ := pgChain(t, "deadlock")
+	for attempt := range deadlockAttempts {
+		v1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: fmt.Sprintf("deadlock-%d", attempt), Object: "v1"})
+		v2, err := db.Supersede(context.Background(), v1, lethe.Grain{Object: "v2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res *lethe.ForgetResult
+		victim := inDeadlock(t, dsn, v2, v1, func() { res, err = db.Forget(context.Background(), lethe.Selector{Hash: v1}) })
+		if err != nil || res.Count != 2 {
+			t.Fatalf("forget of a chain that met a deadlock: %+v, %v; want both versions forgotten", res, err)
+		}
+		wantGone(t, db, v1, v2)
+		if victim {
+			return
+		}
 	}
-	wantGone(t, db, v1, v2)
+	t.Fatalf("in %d attempts PostgreSQL never aborted the forget's side of the deadlock", deadlockAttempts)
 }
+
+// deadlockAttempts bounds the deadlocks a test makes until PostgreSQL
+// picks the call's side as the victim (see inDeadlock).
+const deadlockAttempts = 5
 
 // inDeadlock makes call one side of a deadlock: a raw transaction locks
 // the row of grain first, call starts and waits for it (holding second's),
 // then the raw transaction asks for second. PostgreSQL aborts the attempt
-// of call, which waited first; the raw transaction rolls back, and
-// inDeadlock returns once call has.
-func inDeadlock(t *testing.T, dsn, first, second string, call func()) {
+// of call, which waited first, and inDeadlock reports true once call has
+// returned. PostgreSQL checks a wait for a deadlock once, deadlock_timeout
+// (1 s) after it starts: when the raw transaction asks for second only
+// after call's check (a loaded machine), the raw transaction is the one
+// aborted; inDeadlock then reports false once call has returned, and the
+// test tries again.
+func inDeadlock(t *testing.T, dsn, first, second string, call func()) bool {
 	t.Helper()
 	tx := rawTx(t, dsn)
 	lockGrain(t, tx, first)
@@ -555,12 +573,17 @@ func inDeadlock(t *testing.T, dsn, first, second string, call func()) {
 		done <- nil
 	}()
 	awaitLockWaiters(t, dsn, 1, done) // call, for first's row
-	// The cycle: returns once PostgreSQL has aborted call's attempt.
-	lockGrain(t, tx, second)
+	// The cycle: returns once PostgreSQL has aborted one side.
+	_, err := tx.Exec(context.Background(), "SELECT 1 FROM grains WHERE hash = $1 FOR UPDATE", second)
+	var pe *pgconn.PgError
+	if err != nil && (!errors.As(err, &pe) || pe.Code != "40P01") {
+		t.Fatalf("lock %s: %v", second[:8], err)
+	}
 	if err := tx.Rollback(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	<-done
+	return err == nil
 }
 
 // TestPurgeRetriesADeadlock (PostgreSQL) is TestForgetRetriesADeadlock for
@@ -574,17 +597,23 @@ func TestPurgeRetriesADeadlock(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.Postgres(t)
 	db := openDB(t, lethe.Config{DataDir: t.TempDir(), PostgresDSN: dsn})
-	v1 := aged(t, db, 100, lethe.Grain{Type: "fact", Subject: "deadlock", Object: "v1"})
-	v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Object: "v2", CreatedAt: daysAgo(90)})
-	if err != nil {
-		t.Fatal(err)
+	for attempt := range deadlockAttempts {
+		v1 := aged(t, db, 100, lethe.Grain{Type: "fact", Subject: fmt.Sprintf("deadlock-%d", attempt), Object: "v1"})
+		v2, err := db.Supersede(ctx, v1, lethe.Grain{Type: "fact", Object: "v2", CreatedAt: daysAgo(90)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res *lethe.PurgeResult
+		victim := inDeadlock(t, dsn, v1, v2, func() { res, err = db.PurgeStale(ctx, lethe.PurgeOptions{}) })
+		if err != nil || res.Forgotten != 2 {
+			t.Fatalf("purge of a chain that met a deadlock: %+v, %v; want both versions forgotten", res, err)
+		}
+		wantGone(t, db, v1, v2)
+		if victim {
+			return
+		}
 	}
-	var res *lethe.PurgeResult
-	inDeadlock(t, dsn, v1, v2, func() { res, err = db.PurgeStale(ctx, lethe.PurgeOptions{}) })
-	if err != nil || res.Forgotten != 2 {
-		t.Fatalf("purge of a chain that met a deadlock: %+v, %v; want both versions forgotten", res, err)
-	}
-	wantGone(t, db, v1, v2)
+	t.Fatalf("in %d attempts PostgreSQL never aborted the purge's side of the deadlock", deadlockAttempts)
 }
 
 // TestCleanerRetriesADeadlock (PostgreSQL): the background cleaner, which
