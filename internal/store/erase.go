@@ -620,10 +620,12 @@ func memoryLockKey(memory string) int32 {
 
 // lockMemory takes memory's write lock until the end of tx, on PostgreSQL:
 // shared by transactions that store grains under its keys or delete them
-// (forgets, policy batches, compressions), exclusive for an erase and for
-// placing a legal hold. So an erase waits for the writes in flight, and
-// reads its count after they commit, which makes it exact; and a write that
-// starts after the erase sees the destroyed keys. A hold waits for the
+// (forgets, policy batches, compressions) and by archives (ArchiveRows),
+// exclusive for an erase and for placing a legal hold. So an erase waits
+// for the writes in flight, and reads its count after they commit, which
+// makes it exact; a write that starts after the erase sees the destroyed
+// keys, and an archive that starts after it sees its cleanup job, so it
+// archives no row the erase made unreadable. A hold waits for the
 // deletes in flight, and a delete that starts after the hold is placed
 // reads it: no grain is deleted under a hold once its placement has been
 // answered. Every transaction takes the lock first, before any row lock (a

@@ -519,27 +519,53 @@ func deleteIDs(tx *gorm.DB, ids []int64) error {
 	return nil
 }
 
+// Archival says what ArchiveRows did.
+type Archival struct {
+	// Hashes are the archived rows' hashes, sorted.
+	Hashes []string
+	// Gone counts the ids that name no row any more, or a row an erasure
+	// made unreadable that the cleaner has not deleted yet (erasingRow).
+	Gone int
+}
+
 // ArchiveRows archives, in one transaction, the rows of memory with the
 // given ids that are not archived and still satisfy keep, multiplying their
-// salience by factor (the ladder halves it), and returns their hashes,
-// sorted. mk's events commit with the change. Archiving destroys nothing,
-// so legal holds do not stop it.
-func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(OpRow) bool, now int64, mk EventsFunc[[]string]) ([]string, error) {
-	var done []string
+// salience by factor (the ladder halves it); mk's events commit with the
+// change. Archiving destroys nothing, so legal holds do not stop it. The
+// transaction takes the memory's lock first, shared (see lockMemory), and
+// then reads the rows again: an erasure that committed since the caller
+// read them has its cleanup job in place, and its rows are left out and
+// counted in Gone, as rows deleted meanwhile are; an erasure that starts
+// later waits for the commit. (The rows were read without the lock, so an
+// erasure committing in between had its rows archived, and named in a
+// grain.archive event.)
+func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(OpRow) bool, now int64, mk EventsFunc[[]string]) (*Archival, error) {
+	res := &Archival{}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		done = nil
+		*res = Archival{}
+		if err := lockMemory(tx, db.dialect, memory, false); err != nil {
+			return err
+		}
 		rows, err := lockOps(tx, memory, ids)
 		if err != nil {
 			return err
 		}
+		if err := markErasing(tx, memory, [][]OpRow{rows}); err != nil {
+			return err
+		}
+		res.Gone = len(slices.Compact(slices.Sorted(slices.Values(ids))))
 		var todo []int64
 		for _, r := range rows {
+			if r.Erasing {
+				continue
+			}
+			res.Gone--
 			if !r.Archived && (keep == nil || keep(r)) {
 				todo = append(todo, r.ID)
-				done = append(done, r.Hash)
+				res.Hashes = append(res.Hashes, r.Hash)
 			}
 		}
-		sort.Strings(done)
+		sort.Strings(res.Hashes)
 		for i := 0; i < len(todo); i += chunk {
 			part := todo[i:min(i+chunk, len(todo))]
 			if err := tx.Model(&GrainRow{}).Where("id IN ? AND archived = ?", part, false).
@@ -547,12 +573,15 @@ func (db *DB) ArchiveRows(ctx context.Context, memory string, ids []int64, facto
 				return translate(err, "archive grains")
 			}
 		}
-		if len(done) == 0 {
+		if len(res.Hashes) == 0 {
 			return nil
 		}
-		return commitEvents(ctx, tx, now, done, mk)
+		return commitEvents(ctx, tx, now, res.Hashes, mk)
 	})
-	return done, translate(err, "archive grains")
+	if err != nil {
+		return &Archival{}, translate(err, "archive grains")
+	}
+	return res, nil
 }
 
 // Retrieval is the retrievals of one grain since the last flush.

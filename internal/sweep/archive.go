@@ -125,7 +125,7 @@ func (s *Sweeper) archiveLadder(ctx context.Context, memory string, opts Archive
 		arch, _ := pol.LadderStep(factsOf(&r), now)
 		return arch
 	}
-	all, err := s.archiveIDs(ctx, memory, policyLadder, string(opts.Trigger), ids, 0.5, keep, res)
+	all, _, err := s.archiveIDs(ctx, memory, policyLadder, string(opts.Trigger), ids, 0.5, keep, res)
 	if err != nil {
 		return nil, err
 	}
@@ -138,20 +138,24 @@ func (s *Sweeper) archiveLadder(ctx context.Context, memory string, opts Archive
 }
 
 // archiveIDs archives rows in batches, one grain.archive event each, and
-// returns every archived hash.
-func (s *Sweeper) archiveIDs(ctx context.Context, memory, policy, reason string, ids []int64, factor float64, keep func(store.OpRow) bool, res *ArchiveResult) ([]string, error) {
+// returns every archived hash and the number of ids that named no row, or
+// a row an erasure made unreadable, when their batch ran (store.Archival).
+func (s *Sweeper) archiveIDs(ctx context.Context, memory, policy, reason string, ids []int64, factor float64, keep func(store.OpRow) bool, res *ArchiveResult) ([]string, int, error) {
 	var all []string
+	gone := 0
 	for i := 0; i < len(ids); i += archiveBatch {
 		var ev audit.Event
-		done, err := s.store.ArchiveRows(ctx, memory, ids[i:min(i+archiveBatch, len(ids))], factor, keep, s.now().UnixMicro(),
+		ar, err := s.store.ArchiveRows(ctx, memory, ids[i:min(i+archiveBatch, len(ids))], factor, keep, s.now().UnixMicro(),
 			func(ctx context.Context, hashes []string) ([]audit.Event, error) {
 				var err error
 				ev, err = s.journal.Bulk(ctx, proofs.EventGrainArchive, memory, policy, reason, hashes)
 				return []audit.Event{ev}, err
 			})
 		if err != nil {
-			return all, err
+			return all, gone, err
 		}
+		done := ar.Hashes
+		gone += ar.Gone
 		if len(done) > 0 {
 			s.journal.Committed()
 			res.Events = append(res.Events, ev.ID)
@@ -164,7 +168,7 @@ func (s *Sweeper) archiveIDs(ctx context.Context, memory, policy, reason string,
 		all = append(all, done...)
 	}
 	res.Hashes = sortedHashes(res.Hashes)
-	return all, nil
+	return all, gone, nil
 }
 
 // ArchiveGrains archives the named grains of memory (any version): they
@@ -200,8 +204,14 @@ func (s *Sweeper) ArchiveGrains(ctx context.Context, memory string, hashes []str
 		ids[i] = r.ID
 	}
 	res := &ArchiveResult{Ran: true}
-	if _, err := s.archiveIDs(ctx, memory, "", "", ids, 1, nil, res); err != nil {
+	_, gone, err := s.archiveIDs(ctx, memory, "", "", ids, 1, nil, res)
+	if err != nil {
 		return nil, err
+	}
+	if gone == len(ids) {
+		// An erasure (or a forget) took every row after they were read:
+		// the hashes name nothing now, as they would have before.
+		return nil, grains.NoGrains(memory)
 	}
 	if res.Receipt != nil {
 		if res.Receipt, err = s.journal.Receipt(ctx, res.Receipt.EventID, res.Receipt.Leaf); err != nil {
@@ -254,7 +264,7 @@ func (s *Sweeper) sweepRetrieval(ctx context.Context, memory string) (*ArchiveRe
 		return nil, err
 	}
 	keep := func(r store.OpRow) bool { return pol.RetrievalArchive(factsOf(&r), now) }
-	all, err := s.archiveIDs(ctx, memory, policyRetrieval, "", ids, 1, keep, res)
+	all, _, err := s.archiveIDs(ctx, memory, policyRetrieval, "", ids, 1, keep, res)
 	if err != nil {
 		return nil, err
 	}

@@ -105,8 +105,9 @@ type Store interface {
 	// ForgetSeeds deletes the rows ids that still satisfy keep with their
 	// chains, skipping chains with a protected version and held chains.
 	ForgetSeeds(ctx context.Context, memory string, ids []int64, keep, protected func(store.OpRow) bool, now int64, mk store.EventsFunc[*store.PolicyDeletion]) (*store.PolicyDeletion, error)
-	// ArchiveRows archives the rows ids that still satisfy keep.
-	ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(store.OpRow) bool, now int64, mk store.EventsFunc[[]string]) ([]string, error)
+	// ArchiveRows archives the rows ids that still satisfy keep, leaving
+	// out those an erasure made unreadable, under the memory's lock.
+	ArchiveRows(ctx context.Context, memory string, ids []int64, factor float64, keep func(store.OpRow) bool, now int64, mk store.EventsFunc[[]string]) (*store.Archival, error)
 	// ReplaceGrains replaces grains that still satisfy keep by new rows,
 	// skipping held ones.
 	ReplaceGrains(ctx context.Context, memory string, reps []store.Replacement, keep func(store.OpRow) bool, now int64, mk store.EventsFunc[*store.Replaced]) (*store.Replaced, error)
