@@ -81,8 +81,9 @@ const (
 	// approved, executing or rejecting one already executed.
 	CodeInvalidState = grains.CodeInvalidState
 	// CodeForbidden is returned when the call's own confinement does not
-	// allow it: a Forget whose Selector.Scopes do not hold every version
-	// of a chain it would delete. Nothing was changed or audited. The HTTP
-	// API also answers it to a token without the role, memory or scope.
+	// allow it: a Forget whose Selector.Scopes or Selector.Namespace do not
+	// hold every version of a chain it would delete. Nothing was changed or
+	// audited. The HTTP API also answers it to a token without the role,
+	// memory or scope.
 	CodeForbidden = grains.CodeForbidden
 )

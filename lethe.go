@@ -197,9 +197,10 @@ type ForgetResult = erasure.ForgetResult
 // the refusal is audited; see ForceForget. The hash of a crypto-erased
 // grain names no grain: a forget by it (Hash: not_found; Hashes: passed
 // over) deletes nothing through it, its chain's survivors included. With
-// Selector.Scopes it deletes only chains wholly within those scopes,
-// checked in the delete's transaction, and refuses the rest with code
-// forbidden, unaudited.
+// Selector.Scopes it deletes only chains wholly within those scopes, with
+// Selector.Namespace only chains wholly in that namespace, checked in the
+// delete's transaction, and refuses the rest (an erased version counts as
+// outside) with code forbidden, unaudited.
 func (db *DB) Forget(ctx context.Context, sel Selector) (*ForgetResult, error) {
 	return db.erasure.Forget(ctx, sel, false)
 }

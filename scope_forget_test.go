@@ -85,6 +85,91 @@ func TestScopedForgetAfterSupersede(t *testing.T) {
 	})
 }
 
+// TestNamespacedForgetAfterSupersede is TestScopedForgetAfterSupersede
+// for Selector.Namespace: the check passes (the chain is in namespace
+// work), a supersede moves the newest version to namespace home, and the
+// forget confined to work must refuse, dry run or not, forbidden naming no
+// hash, nothing deleted or audited; confined to work and scopes acme it
+// refuses the same; a chain wholly in home is forgotten whole. A chain
+// with an erased version is refused too, as with scopes. Without the
+// in-transaction rule the forget deleted the home version with the chain.
+func TestNamespacedForgetAfterSupersede(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, db *lethe.DB) {
+		ctx := context.Background()
+		db.PauseCleaner()
+		g1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "spaced", Object: "v1", Namespace: "work", Scope: "acme"})
+		chain, err := db.History(ctx, "", g1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range chain {
+			if g.Erased || g.Namespace != "work" {
+				t.Fatalf("the check before the forget: %s in %q", g.Hash[:8], g.Namespace)
+			}
+		}
+		// The concurrent supersede lands between the check and the delete.
+		g2, err := db.Supersede(ctx, g1, lethe.Grain{Type: "fact", Subject: "spaced", Object: "v2", Namespace: "home", Scope: "acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lone := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "lone", Namespace: "home", Scope: "acme"})
+		// A chain in work whose older version was erased.
+		e1 := mustAdd(t, db, lethe.Grain{Type: "fact", Subject: "erased", Object: "v1", Namespace: "work", UserID: "u1"})
+		e2, err := db.Supersede(ctx, e1, lethe.Grain{Type: "fact", Subject: "erased", Object: "v2", Namespace: "work", UserID: "u2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ForgetUser(ctx, "", "u1"); err != nil {
+			t.Fatal(err)
+		}
+		before := auditWeight(t, db)
+		for _, tc := range []struct {
+			name, field string
+			sel         lethe.Selector
+		}{
+			{"hash", "hash", lethe.Selector{Hash: g1}},
+			{"newest", "hash", lethe.Selector{Hash: g2}},
+			{"hashes", "hashes", lethe.Selector{Hashes: []string{g1}}},
+			{"lone", "hash", lethe.Selector{Hash: lone}},
+			{"subject", "subject", lethe.Selector{Subject: "spaced"}},
+			{"scopes too", "hash", lethe.Selector{Hash: g1, Scopes: []string{"acme"}}},
+			{"erased version", "hash", lethe.Selector{Hash: e2}},
+		} {
+			for _, dry := range []bool{true, false} {
+				sel := tc.sel
+				sel.Namespace, sel.DryRun = "work", dry
+				res, err := db.Forget(ctx, sel)
+				var le *lethe.Error
+				if !errors.As(err, &le) || le.Code != lethe.CodeForbidden || le.Field != tc.field {
+					t.Errorf("%s (dry run %v): %+v, %v; want forbidden, field %s", tc.name, dry, res, err, tc.field)
+					continue
+				}
+				for _, h := range []string{g1, g2, lone, e1, e2} {
+					if strings.Contains(err.Error(), h) {
+						t.Errorf("%s: %q names a hash", tc.name, err)
+					}
+				}
+			}
+		}
+		for _, h := range []string{g1, g2, lone, e2} {
+			if !exists(t, db, "", h) {
+				t.Errorf("%s gone after a refused forget", h[:8])
+			}
+		}
+		if after := auditWeight(t, db); after != before {
+			t.Errorf("the refused forgets added %d audit events", after-before)
+		}
+		res, err := db.Forget(ctx, lethe.Selector{Hash: lone, Namespace: "home"})
+		if err != nil || !slices.Equal(res.Hashes, []string{lone}) {
+			t.Fatalf("forget in namespace home: %+v, %v; want %s", res, err, lone[:8])
+		}
+		_, err = db.Forget(ctx, lethe.Selector{Hash: g1, Namespace: "not a namespace"})
+		if le := (*lethe.Error)(nil); !errors.As(err, &le) || le.Code != lethe.CodeInvalidArgument || le.Field != "namespace" {
+			t.Errorf("forget in a malformed namespace: %v; want invalid_argument, field namespace", err)
+		}
+	})
+}
+
 // TestScopedForgetErasedVersion: a chain with a version an erasure made
 // unreadable is refused to a forget confined to scopes (its scope is
 // counted as unknown, as a scope-limited token's check counts it), both

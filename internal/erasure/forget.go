@@ -42,7 +42,7 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	if err := sel.Validate(); err != nil {
 		return nil, err
 	}
-	outside := outsideScopes(&sel)
+	outside := outsideConfinement(&sel)
 	if sel.Narrowed() {
 		if err := e.narrow(ctx, &sel); err != nil {
 			return nil, err
@@ -74,12 +74,12 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	}
 	var leaf []byte
 	var eventID string
-	// Scopes (Selector.Scopes) confine the forget as the protection rules
-	// keep grains from it, checked on the rows the delete removes, in its
-	// transaction: a version that a concurrent supersede adds outside them
-	// refuses the forget, or is not deleted. The refusal, which comes
-	// before any other, is not audited: nothing outside the caller's
-	// scopes was tried.
+	// Scopes and a namespace (Selector.Scopes, Selector.Namespace) confine
+	// the forget as the protection rules keep grains from it, checked on
+	// the rows the delete removes, in its transaction: a version that a
+	// concurrent supersede adds outside them refuses the forget, or is not
+	// deleted. The refusal, which comes before any other, is not audited:
+	// nothing outside the caller's confinement was tried.
 	mk := func(ctx context.Context, d *store.Deletion) ([]store.Event, error) {
 		if err := outside(d.Ops); err != nil {
 			return nil, err // roll back
@@ -172,14 +172,14 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 	return res, nil
 }
 
-// outsideScopes returns the check of sel.Scopes on the rows a delete
-// removes: nil when they are all within the scopes (always, without
-// Scopes), and code forbidden, naming no hash, when one is outside them,
-// was made unreadable by an erasure, or links to a version the cleaner
-// deleted after an erasure (its scope is no longer known). The field is
-// the selector's.
-func outsideScopes(sel *grains.Selector) func(rows []store.OpRow) error {
-	if sel.Scopes == nil {
+// outsideConfinement returns the check of sel's confinement (Scopes and
+// Namespace) on the rows a delete removes: nil when they are all within
+// it (always, unconfined), and code forbidden, naming no hash, when one is
+// outside it, was made unreadable by an erasure, or links to a version the
+// cleaner deleted after an erasure (its scope and namespace are no longer
+// known). The field is the selector's.
+func outsideConfinement(sel *grains.Selector) func(rows []store.OpRow) error {
+	if !sel.Confined() {
 		return func([]store.OpRow) error { return nil }
 	}
 	field := "hash"
@@ -191,9 +191,16 @@ func outsideScopes(sel *grains.Selector) func(rows []store.OpRow) error {
 	case sel.UserID != "" && sel.Hash == "":
 		field = "user_id"
 	}
+	what := "scopes"
+	switch {
+	case sel.Scopes == nil:
+		what = "namespace"
+	case sel.Namespace != "":
+		what = "namespace and scopes"
+	}
 	refusal := func() error {
 		return &grains.Error{Code: grains.CodeForbidden, Field: field,
-			Message: "a version of a selected chain is outside the selector's scopes",
+			Message: "a version of a selected chain is outside the selector's " + what,
 			Hint:    "forgetting a grain forgets its whole chain"}
 	}
 	return func(rows []store.OpRow) error {
@@ -203,7 +210,7 @@ func outsideScopes(sel *grains.Selector) func(rows []store.OpRow) error {
 		}
 		for i := range rows {
 			r := &rows[i]
-			if r.Erasing || !sel.InScopes(r.Scope) {
+			if r.Erasing || !sel.InScopes(r.Scope) || !sel.InNamespace(r.Namespace) {
 				return refusal()
 			}
 			for _, h := range [...]string{r.Supersedes, r.SupersededBy} {

@@ -32,7 +32,7 @@ const (
 	CodeURLRefused        Code = "url_refused"        // a hook URL names or resolves to an internal address
 	CodeFourEyes          Code = "four_eyes"          // an erasure request's requester tried to approve it
 	CodeInvalidState      Code = "invalid_state"      // an erasure request's status does not allow the call
-	CodeForbidden         Code = "forbidden"          // the call's own confinement (a forget's Selector.Scopes) does not allow it
+	CodeForbidden         Code = "forbidden"          // the call's own confinement (a forget's Selector.Scopes or Namespace) does not allow it
 )
 
 // Error is a domain error: a stable Code, the field it concerns (if any),

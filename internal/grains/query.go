@@ -166,7 +166,27 @@ type Selector struct {
 	// names a scope ("acme" covers acme and acme/prod), never the root;
 	// nil is every scope, and an empty list is refused.
 	Scopes []string
+	// Namespace, when set, confines the forget to version chains whose
+	// every version is in this namespace (as an MCP session locked to it),
+	// by the rule of Scopes: a chain it selects with a version in another
+	// namespace, or with a version that was erased, refuses the whole
+	// forget with code forbidden, checked on the rows the delete's
+	// transaction removes. It confines with Scopes when both are set; ""
+	// is every namespace.
+	Namespace string
 }
+
+// InNamespace reports whether a grain in namespace ns ("" is the default
+// namespace) lies within s.Namespace (always, when it is "").
+func (s *Selector) InNamespace(ns string) bool {
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	return s.Namespace == "" || ns == s.Namespace
+}
+
+// Confined reports whether s confines the forget (Scopes or Namespace).
+func (s *Selector) Confined() bool { return s.Scopes != nil || s.Namespace != "" }
 
 // InScopes reports whether a grain in scope lies within s.Scopes (always,
 // when Scopes is nil).
@@ -184,8 +204,9 @@ func (s *Selector) Narrowed() bool {
 }
 
 // Validate normalizes the memory and checks that one selector is set, or
-// hashes narrowed by a subject and/or user, and that Scopes, if set, are
-// scope prefixes; s.Scopes becomes a cleaned copy of them.
+// hashes narrowed by a subject and/or user, that Scopes, if set, are
+// scope prefixes (s.Scopes becomes a cleaned copy of them), and that
+// Namespace, if set, is a namespace.
 func (s *Selector) Validate() error {
 	if s.Memory == "" {
 		s.Memory = DefaultMemory
@@ -231,6 +252,9 @@ func (s *Selector) Validate() error {
 		}
 	}
 	if err := s.validateScopes(); err != nil {
+		return err
+	}
+	if err := ValidateNamespace(s.Namespace); err != nil {
 		return err
 	}
 	switch {
