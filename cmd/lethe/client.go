@@ -229,8 +229,9 @@ func (c *client) forget(ctx context.Context, sel lethe.Selector, force bool) (*l
 		req.UserID = &sel.UserID
 	}
 	req.Hashes = sel.Hashes
-	// sel.Scopes has no field in the API: the server confines a forget to
-	// its token's scopes, checked in the delete's transaction.
+	// sel.Scopes and sel.Namespace have no field in the API: the server
+	// confines a forget to its token's scopes, checked in the delete's
+	// transaction; a locked MCP session's lock is checked only before.
 	var out lethe.ForgetResult
 	if _, err := c.do(ctx, http.MethodPost, memoryPath(sel.Memory)+"/forget", req, &out); err != nil {
 		return nil, err

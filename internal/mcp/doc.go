@@ -44,10 +44,11 @@
 // the lock is not_found, with a missing grain's message, so the session
 // cannot tell another partition's grain from no grain; a list of hashes
 // forgets those inside and passes over the others; a chain with a version
-// outside the lock (an erased one included) is forbidden to forget (under
-// a scope lock checked again in the delete's transaction,
-// [lethe.Selector].Scopes, so that a version a concurrent supersede adds
-// outside is refused, never deleted);
+// outside the lock (an erased one included) is forbidden to forget
+// (checked again in the delete's transaction, [lethe.Selector].Scopes and
+// [lethe.Selector].Namespace, so that a version a concurrent supersede adds
+// outside is refused, never deleted; a Library that is an HTTP client
+// leaves that to the server, which checks its token's scopes only);
 // history leaves out versions outside the lock, and no grain the session
 // reads links to one (supersedes, superseded_by). These are the rules of
 // a scope-limited API token: both apply a grains.View. The risk sweep spans a memory, so a locked

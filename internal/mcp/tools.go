@@ -526,12 +526,13 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	if in.Hash != nil {
 		sel = lethe.Selector{Memory: memory, Hash: *in.Hash, DryRun: in.DryRun}
 	}
+	// The view's check, made again by the library on the versions the
+	// delete removes: one that a concurrent supersede added outside the
+	// lock (another scope or namespace) is refused too.
 	if h.cfg.LockScope != "" {
-		// withinLock's check, made again by the library on the versions
-		// the delete removes: one that a concurrent supersede added
-		// outside the lock is refused too.
 		sel.Scopes = []string{h.cfg.LockScope}
 	}
+	sel.Namespace = h.cfg.LockNamespace
 	res, err := h.cfg.Library.Forget(ctx, sel)
 	if lethe.ErrorCode(err) == lethe.CodeForbidden {
 		return nil, nil, h.fail("forget", forbidden(out.Mode, "a version of the chain is outside this session's lock"))
