@@ -30,8 +30,8 @@ import (
 // PostgreSQL), with restarts, and after every step every read (get, recall
 // with each filter, history, export), every call's answer and the audit
 // log's size are compared with an in-memory model of what must be visible.
-// Users, subjects and scopes come from small pools (with "no user", NFC and
-// NFD spellings, nested scopes) so that collisions happen.
+// Users, subjects, namespaces and scopes come from small pools (with "no
+// user", NFC and NFD spellings, nested scopes) so that collisions happen.
 //
 // Its length is rapid's: by default 100 sequences of up to 30 steps per
 // store (go test -run TestModel); longer with
@@ -116,8 +116,10 @@ var (
 	poolSubjects = []string{"ada", "Ada", "Jos\u00e9", "Jose\u0301"}
 	poolObjects  = []string{"tea", "paris"}
 	poolScopes   = []string{"", "a", "a/b", "a/b/c", "d"}
-	poolTypes    = []string{"fact", "fact", "caveat", "state"}
-	poolAges     = []float64{0, 0, 60, 3000}
+	// poolNamespaces: "" is the default namespace.
+	poolNamespaces = []string{"", "", "n"}
+	poolTypes      = []string{"fact", "fact", "caveat", "state"}
+	poolAges       = []float64{0, 0, 60, 3000}
 )
 
 func nfc(s string) string { return norm.NFC.String(s) }
@@ -139,6 +141,7 @@ func drawGrain(t *rapid.T, memory string) lethe.Grain {
 		Subject: rapid.SampledFrom(poolSubjects).Draw(t, "subject"), Relation: "likes",
 		Object: rapid.SampledFrom(poolObjects).Draw(t, "object"), UserID: rapid.SampledFrom(poolUsers).Draw(t, "user"),
 		Scope:      rapid.SampledFrom(poolScopes).Draw(t, "scope"),
+		Namespace:  rapid.SampledFrom(poolNamespaces).Draw(t, "namespace"),
 		Importance: rapid.SampledFrom([]float64{0.2, 0.2, 0.95}).Draw(t, "importance")}
 	if rapid.Bool().Draw(t, "tagged") {
 		g.Tags = []string{"x"}
@@ -152,13 +155,16 @@ func drawGrain(t *rapid.T, memory string) lethe.Grain {
 // stored is g as the library stores it.
 func stored(g lethe.Grain) lethe.Grain {
 	g.Subject, g.Object, g.UserID = nfc(g.Subject), nfc(g.Object), nfc(g.UserID)
-	g.Namespace = grains.DefaultNamespace
+	if g.Namespace == "" {
+		g.Namespace = grains.DefaultNamespace
+	}
 	return g
 }
 
-// dedupKey is what makes two grains the same grain (dedup material and scope).
+// dedupKey is what makes two grains the same grain (dedup material, with
+// the namespace, and scope).
 func dedupKey(g lethe.Grain) string {
-	return strings.Join([]string{g.Scope, g.Type, g.Subject, g.Relation, g.Object, g.Content, g.UserID, strings.Join(g.Tags, ",")}, "\x00")
+	return strings.Join([]string{g.Scope, g.Namespace, g.Type, g.Subject, g.Relation, g.Object, g.Content, g.UserID, strings.Join(g.Tags, ",")}, "\x00")
 }
 
 func prefixes(scope string) []string {
@@ -349,6 +355,9 @@ func (m *machine) Supersede(t *rapid.T) {
 	if rapid.Bool().Draw(t, "new_scope") {
 		next.Scope = rapid.SampledFrom(poolScopes).Draw(t, "scope")
 	}
+	if rapid.IntRange(0, 3).Draw(t, "new_namespace") == 0 {
+		next.Namespace = rapid.SampledFrom([]string{grains.DefaultNamespace, "n"}).Draw(t, "namespace")
+	}
 	// An old new version can be a policy's candidate while an older
 	// version of its chain is protected (a caveat, or important).
 	if age := rapid.SampledFrom(poolAges).Draw(t, "age_days"); age > 0 {
@@ -400,6 +409,9 @@ func (m *machine) supersede(t *rapid.T, old string, next lethe.Grain) {
 	if next.Scope != "" {
 		g.Scope = next.Scope
 	}
+	if next.Namespace != "" {
+		g.Namespace = next.Namespace
+	}
 	g.Type, g.CreatedAt = "fact", next.CreatedAt
 	if _, ok := m.grains[h]; ok {
 		t.Fatalf("Supersede returned a known hash")
@@ -430,6 +442,9 @@ func (m *machine) expectSupersede(old string, next lethe.Grain) (lethe.Code, uin
 	}
 	if next.Scope != "" {
 		g.Scope = next.Scope
+	}
+	if next.Namespace != "" {
+		g.Namespace = next.Namespace
 	}
 	g.Type = "fact"
 	if dedupKey(g) == dedupKey(x.g) {
@@ -490,15 +505,19 @@ func (m *machine) closure(seeds []*mgrain) []*mgrain {
 	return out
 }
 
-// outside reports whether a forget confined to scopes (Selector.Scopes,
-// nil for none) is refused for x, a row it would delete: x lies outside
-// the scopes, or links to a version an erasure removed (whose scope the
-// caller cannot know).
-func (m *machine) outside(x *mgrain, scopes []string) bool {
-	if scopes == nil {
+// outside reports whether a forget confined to scopes or a namespace
+// (Selector.Scopes, nil for none; Selector.Namespace, "" for none) is
+// refused for x, a row it would delete: x lies outside the scopes or the
+// namespace, or links to a version an erasure removed (whose scope and
+// namespace the caller cannot know).
+func (m *machine) outside(x *mgrain, scopes []string, ns string) bool {
+	if scopes == nil && ns == "" {
 		return false
 	}
-	if !slices.ContainsFunc(scopes, func(p string) bool { return grains.InScope(x.g.Scope, p) }) {
+	if scopes != nil && !slices.ContainsFunc(scopes, func(p string) bool { return grains.InScope(x.g.Scope, p) }) {
+		return true
+	}
+	if ns != "" && x.g.Namespace != ns {
 		return true
 	}
 	for _, h := range []string{x.supersedes, x.by} {
@@ -556,11 +575,15 @@ func (m *machine) Forget(t *rapid.T) {
 		// Confined to scopes, as a scope-limited token's forget is.
 		sel.Scopes = rapid.SliceOfNDistinct(rapid.SampledFrom(poolScopes[1:]), 1, 2, rapid.ID[string]).Draw(t, "scopes")
 	}
+	if rapid.IntRange(0, 2).Draw(t, "namespaced") == 0 {
+		// Confined to a namespace, as a namespace-locked MCP session's is.
+		sel.Namespace = rapid.SampledFrom([]string{grains.DefaultNamespace, "n"}).Draw(t, "namespace")
+	}
 	res, err := m.db(t).Forget(context.Background(), sel)
 	del := m.closure(seeds)
 	want := lethe.Code("")
 	switch {
-	case slices.ContainsFunc(del, func(x *mgrain) bool { return m.outside(x, sel.Scopes) }):
+	case slices.ContainsFunc(del, func(x *mgrain) bool { return m.outside(x, sel.Scopes, sel.Namespace) }):
 		want = "forbidden"
 	case byHash && slices.ContainsFunc(del, protected):
 		want = "protected"
