@@ -51,6 +51,10 @@ func TestMain(m *testing.M) {
 		crashChild()
 		return
 	}
+	if os.Getenv(crashModelEnv) != "" {
+		crashModelChild()
+		return
+	}
 	code := m.Run()
 	if code == 0 {
 		code = checkLeaves()
