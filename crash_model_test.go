@@ -74,8 +74,9 @@ import (
 //
 // By default it runs 16 rounds per store (about 5 s on SQLite and 20 s on
 // PostgreSQL on an idle machine). For a longer run set LETHE_CRASH_ROUNDS
-// (rounds per store); LETHE_CRASH_SEED fixes the seed of the calls and of
-// the kills' timing (printed by every run; where a kill lands still varies).
+// (rounds per store). LETHE_CRASH_SEED (printed by every run) fixes the
+// test's random choices; where each kill lands, and so what the later
+// rounds start from, still varies from run to run.
 //
 //	LETHE_CRASH_ROUNDS=200 go test -count=1 -run TestCrashModel -timeout 2h .
 //
