@@ -722,8 +722,9 @@ type Replaced struct {
 	Done []Replacement
 	// Held maps the id of each hold that kept grains to their hashes.
 	Held map[string][]string
-	// Skipped counts grains left as they were: gone, no longer qualifying,
-	// or whose summary duplicates a live grain.
+	// Skipped counts grains left as they were: gone, made unreadable by an
+	// erasure, no longer qualifying, or whose summary duplicates a live
+	// grain.
 	Skipped int
 }
 
@@ -732,7 +733,9 @@ type Replaced struct {
 // deleted (its sealed text is gone), the new row takes its chain links,
 // archived flag and retrieval statistics, and its neighbours in the chain
 // point to the new hash. Replacing destroys data, so a row an active legal
-// hold covers is skipped and reported in Held. mk's events commit with it.
+// hold covers is skipped and reported in Held. A row an erasure made
+// unreadable (its cleanup pending) is skipped too. mk's events commit with
+// it.
 func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replacement, keep func(OpRow) bool, now int64, mk EventsFunc[*Replaced]) (*Replaced, error) {
 	res := &Replaced{}
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -748,6 +751,12 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 		if err != nil {
 			return err
 		}
+		// A grain an erasure made unreadable since the caller read it is
+		// left to the cleaner: its summary would be sealed under a dead
+		// key (failing the batch) or outlive the erasure.
+		if err := markErasing(tx, memory, [][]OpRow{rows}); err != nil {
+			return err
+		}
 		byID := make(map[int64]OpRow, len(rows))
 		for _, r := range rows {
 			byID[r.ID] = r
@@ -760,7 +769,7 @@ func (db *DB) ReplaceGrains(ctx context.Context, memory string, reps []Replaceme
 		c := counter{}
 		for _, rep := range reps {
 			old, ok := byID[rep.OldID]
-			if !ok || old.Hash != rep.Old || (keep != nil && !keep(old)) {
+			if !ok || old.Erasing || old.Hash != rep.Old || (keep != nil && !keep(old)) {
 				res.Skipped++
 				continue
 			}
