@@ -153,10 +153,11 @@ func (db *DB) Archive(ctx context.Context, memory string, opts ArchiveOptions) (
 
 // ArchiveGrains archives the named grains of memory (any version): they
 // leave default recall and stay reachable with Query.IncludeArchived and
-// Get. Grains already archived are left as they are. It commits one
-// grain.archive event and returns its receipt; it fails with not_found if
-// no hash names a grain of memory. The hash of a crypto-erased grain names
-// none.
+// Get. Grains already archived are left as they are. Each 1,000 grains
+// commit in a transaction of their own with a grain.archive event naming
+// them: one event for up to 1,000 hashes, and Events lists every event and
+// Receipt is the last one's. It fails with not_found if no hash names a
+// grain of memory. The hash of a crypto-erased grain names none.
 func (db *DB) ArchiveGrains(ctx context.Context, memory string, hashes []string) (*ArchiveResult, error) {
 	return db.sweep.ArchiveGrains(ctx, memory, hashes)
 }

@@ -47,7 +47,7 @@ type ArchiveResult struct {
 	// Events are the ids of the grain.archive events.
 	Events []string `json:"events,omitempty"`
 	// Receipt is the last event's (the policy.run event for a ladder run,
-	// the grain.archive event for an explicit archive), with its proof.
+	// the last grain.archive event for an explicit archive), with its proof.
 	*audit.Receipt
 }
 
@@ -173,9 +173,10 @@ func (s *Sweeper) archiveIDs(ctx context.Context, memory, policy, reason string,
 
 // ArchiveGrains archives the named grains of memory (any version): they
 // leave default recall and stay reachable with grains.Query.IncludeArchived and
-// Get. Grains already archived are left as they are. It commits one
-// grain.archive event and returns its receipt; it fails with not_found if
-// no hash names a grain of memory.
+// Get. Grains already archived are left as they are. Each archiveBatch
+// grains commit with a grain.archive event of their own; Events lists them
+// and Receipt is the last one's. It fails with not_found if no hash names
+// a grain of memory.
 func (s *Sweeper) ArchiveGrains(ctx context.Context, memory string, hashes []string) (*ArchiveResult, error) {
 	memory, err := grains.MemoryName(memory)
 	if err != nil {
