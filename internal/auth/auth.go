@@ -31,8 +31,19 @@
 // requests do not each read the table. A token revoked through a Store
 // stops working through it at once; through another Store on the same
 // database (another replica, or `lethe token revoke` on the database) it
-// stops within that Store's TTL. Unknown and revoked secrets are never
-// cached.
+// stops within that Store's TTL. Unknown, revoked and expired secrets are
+// never cached, and a token is never trusted from memory past its expiry.
+//
+// # Expiry
+//
+// A token may be made to expire (Spec.ExpiresAt, or Spec.ExpiresIn from its
+// creation), at least MinLifetime and at most MaxLifetime after its
+// creation; the instant is rounded down to the second. From that instant
+// Lookup refuses it with ErrUnknown, as a secret that names no token:
+// nothing tells an expired token from a wrong secret. An expired token
+// stays listed, with its ExpiresAt. Without an expiry a token works until
+// it is revoked; the bootstrap admin token (Store.Bootstrap) never
+// expires.
 package auth
 
 import (
@@ -79,6 +90,14 @@ type Token struct {
 	Scopes    []string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	// ExpiresAt, when not nil, is when the token stops working.
+	ExpiresAt *time.Time
+}
+
+// Expired reports whether t has expired at now: its ExpiresAt is set and
+// not after now.
+func (t *Token) Expired(now time.Time) bool {
+	return t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)
 }
 
 // Has reports whether t may act as role. Admin may act as every role.
@@ -133,11 +152,25 @@ func (t *Token) NarrowScope(scope string) (string, bool) {
 // MaxListLen bounds the memories and the scopes of one token.
 const MaxListLen = 64
 
+// MinLifetime and MaxLifetime bound the lifetime of a token that expires:
+// a minute, so that it can be used at all, and 366 days, so that a typo
+// (a year 20260, seconds given as milliseconds) is refused. A token that
+// must outlive them is made without an expiry and revoked.
+const (
+	MinLifetime = time.Minute
+	MaxLifetime = 366 * 24 * time.Hour
+)
+
 // Spec describes a token to create.
 type Spec struct {
 	Roles    []Role
 	Memories []string
 	Scopes   []string
+	// ExpiresAt, when not nil, is when the token stops working. ExpiresIn,
+	// when not nil, is its lifetime from its creation. At most one of the
+	// two; neither, and the token works until it is revoked. See Expiry.
+	ExpiresAt *time.Time
+	ExpiresIn *time.Duration
 }
 
 // Validate normalizes and checks a spec.
@@ -191,6 +224,37 @@ func (s *Spec) Validate() error {
 	return nil
 }
 
+// Expiry returns when a token made from s at now stops working, in UTC and
+// rounded down to the second (never later than asked), or nil when s asks
+// for no expiry. ExpiresIn must be within [MinLifetime, MaxLifetime], and
+// ExpiresAt (rounded) that far from now: otherwise, or when s gives both,
+// the error has code invalid_argument and names the field (expires_at or
+// expires_in).
+func (s *Spec) Expiry(now time.Time) (*time.Time, error) {
+	const hint = "leave it out for a token that works until it is revoked"
+	var at time.Time
+	switch {
+	case s.ExpiresAt != nil && s.ExpiresIn != nil:
+		return nil, grains.FieldError(grains.CodeInvalidArgument, "expires_in", "give expires_in or expires_at, not both")
+	case s.ExpiresIn != nil:
+		if d := *s.ExpiresIn; d < MinLifetime || d > MaxLifetime {
+			return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "expires_in",
+				Message: "must be between 60 seconds and 366 days (31622400 seconds)", Hint: hint}
+		}
+		at = now.Add(*s.ExpiresIn).UTC().Truncate(time.Second)
+	case s.ExpiresAt != nil:
+		at = s.ExpiresAt.UTC().Truncate(time.Second)
+		// Sub saturates: a time centuries away is out of bounds too.
+		if d := at.Sub(now); d < MinLifetime || d > MaxLifetime {
+			return nil, &grains.Error{Code: grains.CodeInvalidArgument, Field: "expires_at",
+				Message: "must be at least a minute in the future and at most 366 days away", Hint: hint}
+		}
+	default:
+		return nil, nil
+	}
+	return &at, nil
+}
+
 // inList returns err, a check of one item of the list field, naming the
 // item (memories[2]) instead of the item's own field (memory).
 func inList(err error, field string, i int) error {
@@ -233,8 +297,9 @@ func newID() string {
 	return "tok_" + hex.EncodeToString(b)
 }
 
-// ErrUnknown is returned by Lookup for a secret that names no live token.
-var ErrUnknown = errors.New("auth: unknown or revoked token")
+// ErrUnknown is returned by Lookup for a secret that names no live token:
+// an unknown, revoked or expired one alike.
+var ErrUnknown = errors.New("auth: unknown, revoked or expired token")
 
 // MinSecretLen bounds bootstrap secrets chosen by an operator.
 const MinSecretLen = 16

@@ -27,6 +27,9 @@ type tokenRow struct {
 	Scopes    string `gorm:"not null;default:''"`
 	CreatedUS int64  `gorm:"not null"`
 	RevokedUS int64  `gorm:"not null;default:0"`
+	// ExpiresUS is when the token stops working; NULL: never. Added
+	// after the others: Migrate adds it, NULL, to an older table.
+	ExpiresUS *int64
 }
 
 func (tokenRow) TableName() string { return "api_tokens" }
@@ -58,6 +61,10 @@ func (r *tokenRow) token() *Token {
 		at := time.UnixMicro(r.RevokedUS).UTC()
 		t.RevokedAt = &at
 	}
+	if r.ExpiresUS != nil {
+		at := time.UnixMicro(*r.ExpiresUS).UTC()
+		t.ExpiresAt = &at
+	}
 	return t
 }
 
@@ -67,13 +74,15 @@ type Config struct {
 	// PostgresDSN is empty.
 	SQLitePath  string
 	PostgresDSN string
-	// Now is the clock (default time.Now).
+	// Now is the clock (default time.Now): creation times, expiries and
+	// the cache go by it.
 	Now func() time.Time
 	// CacheTTL is how long Lookup trusts a live token it read without
 	// reading it again (default DefaultCacheTTL; negative: never cache).
 	// A token revoked through this Store stops at once; one revoked
 	// through another (another replica, or `lethe token revoke` on the
-	// database) stops here within CacheTTL.
+	// database) stops here within CacheTTL. A token that expires is
+	// never trusted past its expiry.
 	CacheTTL time.Duration
 }
 
@@ -156,14 +165,24 @@ func (s *Store) Ping(ctx context.Context) error {
 	return store.Translate(sqlDB.PingContext(ctx), "ping token database")
 }
 
-// Create makes a token and returns its secret, shown only now.
+// Create makes a token and returns its secret, shown only now. Its expiry,
+// if spec asks for one, is reckoned from the Store's clock (Spec.Expiry).
 func (s *Store) Create(ctx context.Context, spec Spec) (string, *Token, error) {
 	if err := spec.Validate(); err != nil {
 		return "", nil, err
 	}
+	now := s.now()
+	exp, err := spec.Expiry(now)
+	if err != nil {
+		return "", nil, err
+	}
 	secret := NewSecret()
 	row := &tokenRow{ID: newID(), Hash: HashSecret(secret), Roles: join(spec.Roles), Memories: join(spec.Memories),
-		Scopes: join(spec.Scopes), CreatedUS: s.now().UnixMicro()}
+		Scopes: join(spec.Scopes), CreatedUS: now.UnixMicro()}
+	if exp != nil {
+		us := exp.UnixMicro()
+		row.ExpiresUS = &us
+	}
 	if err := s.db.WithContext(ctx).Create(row).Error; err != nil {
 		return "", nil, store.Translate(err, "create token")
 	}
@@ -171,9 +190,10 @@ func (s *Store) Create(ctx context.Context, spec Spec) (string, *Token, error) {
 }
 
 // Bootstrap makes secret the admin token BootstrapID (for every memory),
-// replacing the secret it had before. A revoked bootstrap token stays
-// revoked while its secret is unchanged: the returned token then has
-// RevokedAt set, and only a new secret makes it live again.
+// replacing the secret it had before. It never expires. A revoked
+// bootstrap token stays revoked while its secret is unchanged: the
+// returned token then has RevokedAt set, and only a new secret makes it
+// live again.
 func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 	if err := checkSecret(secret); err != nil {
 		return nil, err
@@ -195,7 +215,7 @@ func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 		}
 		return tx.Model(&tokenRow{}).Where("id = ?", BootstrapID).
 			Updates(map[string]any{"hash": row.Hash, "roles": row.Roles, "memories": row.Memories,
-				"scopes": "", "created_us": row.CreatedUS, "revoked_us": 0}).Error
+				"scopes": "", "created_us": row.CreatedUS, "revoked_us": 0, "expires_us": nil}).Error
 	})
 	if err != nil {
 		return nil, store.Translate(err, "bootstrap admin token")
@@ -203,11 +223,13 @@ func (s *Store) Bootstrap(ctx context.Context, secret string) (*Token, error) {
 	return row.token(), nil
 }
 
-// Lookup returns the live token whose secret is secret, or ErrUnknown.
-// A live token read less than the cache TTL ago is answered from memory
-// (keyed by the secret's hash; see Config.CacheTTL); an unknown or
-// revoked secret is read from the database every time. The token may be
-// shared between callers: they must not change it.
+// Lookup returns the live token whose secret is secret, or ErrUnknown: an
+// unknown, revoked or expired secret alike, nothing telling them apart. A
+// live token read less than the cache TTL ago is answered from memory
+// (keyed by the secret's hash; see Config.CacheTTL), never once its expiry
+// has come; an unknown, revoked or expired secret is read from the
+// database every time. The token may be shared between callers: they must
+// not change it.
 func (s *Store) Lookup(ctx context.Context, secret string) (*Token, error) {
 	if secret == "" || len(secret) > 512 {
 		return nil, ErrUnknown
@@ -231,13 +253,21 @@ func (s *Store) Lookup(ctx context.Context, secret string) (*Token, error) {
 		return nil, ErrUnknown
 	}
 	t := row.token()
+	now := s.now()
+	if t.Expired(now) {
+		return nil, ErrUnknown
+	}
 	if s.ttl > 0 {
+		until := now.Add(s.ttl)
+		if t.ExpiresAt != nil && t.ExpiresAt.Before(until) {
+			until = *t.ExpiresAt
+		}
 		s.mu.Lock()
 		if s.gen == gen {
 			if len(s.cache) >= maxCached {
 				clear(s.cache)
 			}
-			s.cache[hash] = cached{tok: t, until: s.now().Add(s.ttl)}
+			s.cache[hash] = cached{tok: t, until: until}
 		}
 		s.mu.Unlock()
 	}
@@ -258,7 +288,8 @@ func (s *Store) forget(id string) {
 	}
 }
 
-// List returns every token, revoked ones included, oldest first.
+// List returns every token, revoked and expired ones included, oldest
+// first.
 func (s *Store) List(ctx context.Context) ([]Token, error) {
 	var rows []tokenRow
 	if err := s.db.WithContext(ctx).Order("created_us, id").Find(&rows).Error; err != nil {
