@@ -53,12 +53,12 @@ const (
 
 func newFixture(tb testing.TB, kind backendKind, mutate func(*api.Config)) *fixture {
 	tb.Helper()
-	return newStoreFixture(tb, kind, nil, mutate)
+	return newStoreFixture(tb, kind, nil, nil, mutate)
 }
 
-// newStoreFixture is newFixture whose store's configuration store
-// changes first.
-func newStoreFixture(tb testing.TB, kind backendKind, store func(*lethe.Config), mutate func(*api.Config)) *fixture {
+// newStoreFixture is newFixture whose store's configuration store, and
+// token store's configuration tokenCfg, change first.
+func newStoreFixture(tb testing.TB, kind backendKind, store func(*lethe.Config), tokenCfg func(*auth.Config), mutate func(*api.Config)) *fixture {
 	tb.Helper()
 	ctx := context.Background()
 	dir := tb.TempDir()
@@ -70,6 +70,9 @@ func newStoreFixture(tb testing.TB, kind backendKind, store func(*lethe.Config),
 	}
 	if store != nil {
 		store(&cfg)
+	}
+	if tokenCfg != nil {
+		tokenCfg(&tcfg)
 	}
 	db, err := lethe.Open(ctx, cfg)
 	if err != nil {

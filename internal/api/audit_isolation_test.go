@@ -191,7 +191,7 @@ func TestAuditIsolationPending(t *testing.T) {
 		f := newStoreFixture(t, kind, func(c *lethe.Config) {
 			c.ProofWait, c.WitnessThreshold = 100*time.Millisecond, 1
 			c.Witnesses = []lethe.WitnessConfig{{URL: down.URL, Key: witnessKey("witness.test/down"), Timeout: time.Second}}
-		}, nil)
+		}, nil, nil)
 		admin := f.token("admin", []string{"*"})
 		f.add(admin, "hr-secret", api.GrainInput{Type: "fact", Subject: alice, UserID: userU1})
 		a := f.call(admin, "POST", "/api/memories/hr-secret/forget-user", map[string]any{"user_id": userU1})

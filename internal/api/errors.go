@@ -14,7 +14,7 @@ import (
 
 // Codes the API adds to lethe's domain codes. Like those, they are stable.
 const (
-	CodeUnauthorized         lethe.Code = "unauthorized"           // no bearer token, or an unknown or revoked one
+	CodeUnauthorized         lethe.Code = "unauthorized"           // no bearer token, or an unknown, revoked or expired one
 	CodePayloadTooLarge      lethe.Code = "payload_too_large"      // the body exceeds the route's limit
 	CodeUnsupportedMediaType lethe.Code = "unsupported_media_type" // a body that is not application/json
 	CodeMethodNotAllowed     lethe.Code = "method_not_allowed"     // the route exists with other methods

@@ -154,8 +154,8 @@ func tokenOf(c *gin.Context) *auth.Token {
 	return nil
 }
 
-// authenticate finds the bearer token: 401 when it is missing, unknown or
-// revoked.
+// authenticate finds the bearer token: 401 when it is missing, unknown,
+// revoked or expired (the last three one answer, byte for byte).
 func (s *Server) authenticate(c *gin.Context) {
 	h := c.GetHeader("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
@@ -167,7 +167,7 @@ func (s *Server) authenticate(c *gin.Context) {
 	t, err := s.tokens.Lookup(c.Request.Context(), strings.TrimSpace(secret))
 	if errors.Is(err, auth.ErrUnknown) {
 		c.Header("WWW-Authenticate", `Bearer realm="lethe", error="invalid_token"`)
-		s.fail(c, apiError(CodeUnauthorized, "unknown or revoked token", ""))
+		s.fail(c, apiError(CodeUnauthorized, "unknown, revoked or expired token", ""))
 		return
 	}
 	if err != nil {

@@ -263,14 +263,20 @@ type ErrorResponse struct {
 	Hint    string `json:"hint,omitempty"`
 }
 
-// TokenRequest is the body of POST /api/tokens.
+// TokenRequest is the body of POST /api/tokens. ExpiresIn, seconds from
+// the token's creation as OAuth 2.0's expires_in (RFC 6749 section 5.1),
+// or ExpiresAt make the token expire: at most one of them, within the
+// bounds of auth.Spec.Expiry. Neither: it works until it is revoked.
 type TokenRequest struct {
-	Roles    []string `json:"roles"`
-	Memories []string `json:"memories"`
-	Scopes   []string `json:"scopes,omitempty"`
+	Roles     []string   `json:"roles"`
+	Memories  []string   `json:"memories"`
+	Scopes    []string   `json:"scopes,omitempty"`
+	ExpiresIn *int64     `json:"expires_in,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
-// TokenInfo describes a token, never its secret.
+// TokenInfo describes a token, never its secret. ExpiresAt is absent for
+// a token that works until it is revoked.
 type TokenInfo struct {
 	ID        string     `json:"id"`
 	Roles     []string   `json:"roles"`
@@ -278,6 +284,7 @@ type TokenInfo struct {
 	Scopes    []string   `json:"scopes,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // TokenCreated answers a token creation: the only time the secret is
