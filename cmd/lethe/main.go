@@ -361,7 +361,7 @@ Usage:
                                            serve the HTTP API (see 'lethe serve --help')
   lethe mcp [--lock-namespace NS] [--lock-scope PATH] [--allow-erase] [--allow-requests]
                                            serve MCP tools over stdio (see 'lethe mcp --help')
-  lethe token create --role R [--memory M] [--scope P] | list | revoke ID
+  lethe token create --role R [--memory M] [--scope P] [--expires-in D] | list | revoke ID
                                            manage API tokens
   lethe help | version
 

@@ -130,7 +130,8 @@ type mcpServeConfig struct {
 // /mcp. Every tool call is made through this same API, in process, with the
 // bearer token of the HTTP request that carried it: the token's roles,
 // memories and scopes apply to it exactly as to the REST routes, and a
-// token revoked mid-session stops working at once.
+// token revoked mid-session stops working at once, one that expires
+// mid-session at its expiry.
 func withMCP(cfg api.Config, mc mcpServeConfig) (*api.Server, error) {
 	lb := &loopback{}
 	if !mc.Disable {

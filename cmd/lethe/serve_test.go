@@ -20,6 +20,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/api"
 	"github.com/lethe-io/lethe/internal/auth"
 	"github.com/lethe-io/lethe/internal/testenv"
 )
@@ -283,6 +284,27 @@ func testServe(t *testing.T, pg []string) {
 
 	if out := mustCLI(t, append([]string{"token", "list"}, admin...)...); !strings.Contains(out, created.ID) || !strings.Contains(out, "tok_bootstrap") {
 		t.Errorf("token list: %q", out)
+	}
+	// A token that expires, made through the server: its expiry in the
+	// answer and the list, and it works until then.
+	var expiring api.TokenCreated
+	before := time.Now()
+	if err := json.Unmarshal([]byte(mustCLI(t, append([]string{"token", "create", "--role", "reader", "--expires-in", "2h", "--json"}, admin...)...)), &expiring); err != nil {
+		t.Fatal(err)
+	}
+	if e := expiring.ExpiresAt; e == nil || e.Before(before.Add(2*time.Hour).Add(-time.Second)) || e.After(time.Now().Add(2*time.Hour)) {
+		t.Errorf("token create --expires-in 2h: expires_at %v, want about %v", e, before.Add(2*time.Hour))
+	}
+	expFile := filepath.Join(dir, "expiring")
+	os.WriteFile(expFile, []byte(expiring.Token), 0o600)
+	mustCLI(t, "recall", "--server", server, "--token-file", expFile)
+	if out := mustCLI(t, append([]string{"token", "list"}, admin...)...); expiring.ExpiresAt != nil &&
+		!strings.Contains(out, "live, expires "+expiring.ExpiresAt.Format(time.RFC3339)) {
+		t.Errorf("token list: %q, want the token's expiry", out)
+	}
+	if _, errs, err := cli(t, append([]string{"token", "create", "--role", "reader", "--expires-in", "59s"}, admin...)...); lethe.ErrorCode(err) != "invalid_argument" ||
+		!strings.Contains(err.Error(), "expires_in: must be between 60 seconds and 366 days") {
+		t.Errorf("token create --expires-in 59s through the server: %v %s", err, errs)
 	}
 	mustCLI(t, append([]string{"token", "revoke", created.ID}, admin...)...)
 	if _, errs, err := cli(t, r("recall")...); lethe.ErrorCode(err) != "unauthorized" {

@@ -12,7 +12,8 @@ import (
 )
 
 const tokenUsage = `Usage:
-  lethe token create --role R[,R...] [--memory M[,M...]|*] [--scope P]... [--json]
+  lethe token create --role R[,R...] [--memory M[,M...]|*] [--scope P]...
+                     [--expires-in DURATION | --expires-at TIME] [--json]
   lethe token list [--json]
   lethe token revoke ID
 
@@ -20,6 +21,10 @@ Roles: writer (add, supersede), reader (get, recall, history), dpo (forget,
 erase, holds), auditor (audit log and proofs, never content), admin (tokens
 and everything). --memory defaults to "default"; "*" means every memory.
 --scope limits the token to grains under a scope prefix (repeatable).
+--expires-in (30m, 8h, 720h: whole seconds) or --expires-at (RFC 3339,
+2026-07-01T00:00:00Z) makes the token stop working then, a minute to 366
+days from now; without either it works until revoked. An expired token
+answers as an unknown one and stays listed.
 
 create prints the secret once: it is stored only hashed. Without --server
 these work on the store of --data / --postgres; with --server, through the
@@ -115,6 +120,8 @@ func tokenCreate(ctx context.Context, e *env, args []string) error {
 	roles := fs.String("role", "", "")
 	var scopes stringList
 	fs.Var(&scopes, "scope", "")
+	expiresIn := fs.String("expires-in", "", "")
+	expiresAt := fs.String("expires-at", "", "")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -126,6 +133,9 @@ func tokenCreate(ctx context.Context, e *env, args []string) error {
 		return usagef("token create: --role is required (writer, reader, dpo, auditor, admin)")
 	}
 	req := api.TokenRequest{Memories: strings.Split(e.memory, ","), Scopes: scopes}
+	if req.ExpiresIn, req.ExpiresAt, err = tokenExpiry(*expiresIn, *expiresAt); err != nil {
+		return err
+	}
 	for _, r := range auth.ParseRoles(*roles) {
 		req.Roles = append(req.Roles, string(r))
 	}
@@ -142,9 +152,56 @@ func tokenCreate(ctx context.Context, e *env, args []string) error {
 		return e.printJSON(out)
 	}
 	printf(e.stdout, "%s\n", out.Token)
-	printf(e.stderr, "token %s created: roles %s, memories %s%s; the secret above is shown only once\n",
-		out.ID, strings.Join(out.Roles, ","), strings.Join(out.Memories, ","), scopeNote(out.Scopes))
+	printf(e.stderr, "token %s created: roles %s, memories %s%s%s; the secret above is shown only once\n",
+		out.ID, strings.Join(out.Roles, ","), strings.Join(out.Memories, ","), scopeNote(out.Scopes), expiryNote(out.ExpiresAt))
 	return nil
+}
+
+// tokenExpiry reads --expires-in and --expires-at into a request's
+// expires_in and expires_at. Their bounds are the server's (or the local
+// store's) to check, by its clock.
+func tokenExpiry(in, at string) (*int64, *time.Time, error) {
+	switch {
+	case in != "" && at != "":
+		return nil, nil, usagef("token create: give --expires-in or --expires-at, not both")
+	case in != "":
+		d, err := time.ParseDuration(in)
+		if err != nil || d%time.Second != 0 {
+			return nil, nil, &usageError{msg: "token create: --expires-in must be a duration in whole seconds",
+				hint: "such as 30m, 8h or 720h (30 days)"}
+		}
+		n := int64(d / time.Second)
+		return &n, nil, nil
+	case at != "":
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			return nil, nil, &usageError{msg: "token create: --expires-at must be an RFC 3339 time",
+				hint: "such as 2026-07-01T00:00:00Z"}
+		}
+		return nil, &t, nil
+	}
+	return nil, nil, nil
+}
+
+func expiryNote(at *time.Time) string {
+	if at == nil {
+		return ""
+	}
+	return ", expires " + at.Format(time.RFC3339)
+}
+
+// tokenState is a listed token's state at now: live, live until its
+// expiry, expired or revoked.
+func tokenState(t api.TokenInfo, now time.Time) string {
+	switch {
+	case t.RevokedAt != nil:
+		return "revoked " + t.RevokedAt.Format(time.RFC3339)
+	case t.ExpiresAt == nil:
+		return "live"
+	case now.Before(*t.ExpiresAt):
+		return "live, expires " + t.ExpiresAt.Format(time.RFC3339)
+	}
+	return "expired " + t.ExpiresAt.Format(time.RFC3339)
 }
 
 func scopeNote(scopes []string) string {
@@ -178,11 +235,9 @@ func tokenList(ctx context.Context, e *env, args []string) error {
 		}
 		return e.printJSON(api.TokenList{Tokens: infos})
 	}
+	now := time.Now()
 	for _, t := range infos {
-		state := "live"
-		if t.RevokedAt != nil {
-			state = "revoked " + t.RevokedAt.Format(time.RFC3339)
-		}
+		state := tokenState(t, now)
 		scopes := strings.Join(t.Scopes, ",")
 		if scopes == "" {
 			scopes = "-"
