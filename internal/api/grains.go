@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/auth"
 	"github.com/lethe-io/lethe/internal/grains"
 )
 
@@ -324,9 +325,15 @@ func (s *Server) supersedeGrain(c *gin.Context, memory, old string, g lethe.Grai
 // given empty is empty_selector. Hashes (blob_hash or hashes) given with
 // subject or user_id narrow: only the listed grains about that subject or
 // by that user are forgotten, as Areev's {"hashes": [...], "user_id": ...}
-// does.
+// does. scopes and namespace confine the forget (see forgetSelected).
 func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
-	sel := lethe.Selector{Memory: c.Param("memory"), Hashes: req.Hashes, DryRun: req.DryRun}
+	sel := lethe.Selector{Memory: c.Param("memory"), Hashes: req.Hashes, DryRun: req.DryRun, Scopes: req.Scopes}
+	if req.Namespace != nil {
+		if *req.Namespace == "" {
+			return nil, grains.FieldError(lethe.CodeInvalidArgument, "namespace", "empty: leave the field out for every namespace")
+		}
+		sel.Namespace = *req.Namespace
+	}
 	for _, f := range []struct {
 		name string
 		v    *string
@@ -354,13 +361,30 @@ func (s *Server) forget(c *gin.Context, req *ForgetRequest) (reply, error) {
 // forgetSelected forgets what sel selects; force overrides protection
 // rules, never holds. A scope-limited token forgets by hash only, and only
 // chains whose every version is within its scopes (see withinScopes), as
-// they are when the delete runs (Selector.Scopes).
+// they are when the delete runs (Selector.Scopes). sel.Scopes and
+// sel.Namespace, the confinement the request asks for, confine it further
+// (see confinement), checked by the library when the delete runs.
 func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) (*lethe.ForgetResult, error) {
 	memory, ctx, tok := sel.Memory, c.Request.Context(), tokenOf(c)
+	asked := sel.Confined()
+	conf, err := confinement(tok, sel)
+	if err != nil {
+		return nil, err
+	}
+	sel.Scopes, sel.Namespace = nil, ""
 	// A refusal names the item of the body's hashes at fault (hashes[i]),
-	// or blob_hash.
+	// or blob_hash; a refusal of the library's, the selector.
 	sent := sel.Hashes
 	item := func(i int) string { return fmt.Sprintf("hashes[%d]", i) }
+	field := "blob_hash"
+	switch {
+	case sel.Hashes != nil:
+		field = "hashes"
+	case sel.Hash == "" && sel.Subject != "":
+		field = "subject"
+	case sel.Hash == "" && sel.UserID != "":
+		field = "user_id"
+	}
 	if (sel.Hash != "" || sel.Hashes != nil) && (sel.Subject != "" || sel.UserID != "") {
 		narrowed, err := s.narrow(c, sel)
 		if err != nil || narrowed == nil {
@@ -402,23 +426,43 @@ func (s *Server) forgetSelected(c *gin.Context, sel lethe.Selector, force bool) 
 	if force {
 		forget = s.lib.ForceForget
 	}
-	if !tok.Scoped() {
+	if !conf.Confined() {
 		return forget(ctx, sel)
 	}
-	// The check above answers a hash outside the scopes as a missing one;
-	// the library checks the scopes again in the delete's transaction, on
-	// the versions it deletes, so that one a concurrent supersede added
-	// outside them is refused too.
-	sel.Scopes = slices.Clone(tok.Scopes)
+	// The check above answers a hash outside the token's scopes as a
+	// missing one; the library checks the scopes (and the namespace asked
+	// for) again in the delete's transaction, on the versions it deletes,
+	// so that one a concurrent supersede added outside them is refused too.
+	sel.Scopes, sel.Namespace = conf.Scopes, conf.Namespace
 	res, err := forget(ctx, sel)
 	if lethe.ErrorCode(err) == CodeForbidden {
-		field := "blob_hash"
-		if sel.Hash == "" {
-			field = "hashes"
+		if asked {
+			return nil, chainOutsideAsked(field)
 		}
 		return nil, chainOutside(field)
 	}
 	return res, err
+}
+
+// confinement returns the confinement of a forget of sel by tok (only its
+// Scopes and Namespace are set): the scopes and namespace sel asks for,
+// checked as the library checks them (invalid_scope or too_large naming
+// scopes or scopes[i], invalid_argument naming namespace), with the scopes
+// narrowed to tok's (auth.Token.NarrowScopes; tok's when sel asks for
+// none). A prefix that meets none of tok's is forbidden on scopes[i], as a
+// recall's scope outside them is.
+func confinement(tok *auth.Token, sel lethe.Selector) (lethe.Selector, error) {
+	conf := lethe.Selector{Scopes: sel.Scopes, Namespace: sel.Namespace}
+	if err := conf.ValidateConfinement(); err != nil {
+		return conf, err
+	}
+	within, outside := tok.NarrowScopes(conf.Scopes)
+	if outside >= 0 {
+		return conf, &lethe.Error{Code: CodeForbidden, Field: fmt.Sprintf("scopes[%d]", outside),
+			Message: "outside this token's scopes", Hint: "name scopes within the token's scope prefixes"}
+	}
+	conf.Scopes = within
+	return conf, nil
 }
 
 // chainOutside is a scope-limited token's refusal to forget a chain with a
@@ -427,6 +471,15 @@ func chainOutside(field string) error {
 	return &lethe.Error{Code: CodeForbidden, Field: field,
 		Message: "a version of the chain is outside this token's scopes",
 		Hint:    "forgetting a grain forgets its whole chain; a token without scope limits can"}
+}
+
+// chainOutsideAsked is the refusal to forget a chain with a version
+// outside the scopes or namespace the request confined the forget to (or
+// the token's scopes), on field; it names no hash.
+func chainOutsideAsked(field string) error {
+	return &lethe.Error{Code: CodeForbidden, Field: field,
+		Message: "a version of the chain is outside the scopes or namespace this forget is confined to",
+		Hint:    "forgetting a grain forgets its whole chain"}
 }
 
 // withinScopes returns the hashes a scope-limited token may forget, and

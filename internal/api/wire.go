@@ -241,6 +241,16 @@ type ForgetRequest struct {
 	Hashes   []string `json:"hashes,omitempty"`
 	Subject  *string  `json:"subject,omitempty"`
 	UserID   *string  `json:"user_id,omitempty"`
+	// Scopes and Namespace confine the forget (lethe.Selector.Scopes and
+	// Namespace): it deletes only chains whose every version lies within
+	// these scope prefixes and this namespace when the delete runs, and
+	// refuses the whole forget, 403 forbidden, otherwise. They only
+	// narrow: a scope-limited token's scopes confine it as well, and a
+	// prefix that meets none of them is refused. An empty list, an empty
+	// namespace or a malformed value is refused; leave a field out for
+	// every scope or namespace.
+	Scopes    []string `json:"scopes,omitempty"`
+	Namespace *string  `json:"namespace,omitempty"`
 	// Force overrides the policy's protection rules (pinned grains,
 	// protected types, high importance), never legal holds; the audit
 	// event says so.

@@ -149,6 +149,39 @@ func (t *Token) NarrowScope(scope string) (string, bool) {
 	return "", false
 }
 
+// NarrowScopes returns the scope prefixes a call by t confined to scopes
+// (clean prefixes, see grains.CleanScope; nil for every scope) may act
+// within: where they meet t's, by NarrowScope's rule for each of them, a
+// prefix within one of t's kept and one that contains some of t's
+// narrowed to those. For an unscoped token that is scopes, and for nil
+// t's prefixes. outside is the index in scopes of a prefix that meets none
+// of t's, or -1 when each does.
+func (t *Token) NarrowScopes(scopes []string) (within []string, outside int) {
+	if !t.Scoped() {
+		return scopes, -1
+	}
+	if scopes == nil {
+		return slices.Clone(t.Scopes), -1
+	}
+	for i, s := range scopes {
+		n := len(within)
+		if t.AllowsScope(s) {
+			within = append(within, s)
+		} else {
+			for _, p := range t.Scopes {
+				if grains.InScope(p, s) {
+					within = append(within, p)
+				}
+			}
+		}
+		if len(within) == n {
+			return nil, i
+		}
+	}
+	slices.Sort(within)
+	return slices.Compact(within), -1
+}
+
 // MaxListLen bounds the memories and the scopes of one token.
 const MaxListLen = 64
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,33 @@ func TestNarrowScope(t *testing.T) {
 		got, ok := tt.tok.NarrowScope(tt.in)
 		if got != tt.want || ok == tt.oknot {
 			t.Errorf("%s: NarrowScope(%q) = %q, %t", tt.name, tt.in, got, ok)
+		}
+	}
+}
+
+func TestNarrowScopes(t *testing.T) {
+	one := &Token{Scopes: []string{"acme/prod"}}
+	two := &Token{Scopes: []string{"acme/prod", "acme/dev"}}
+	for _, tt := range []struct {
+		name    string
+		tok     *Token
+		in      []string
+		want    []string
+		outside int
+	}{
+		{"unscoped keeps", &Token{}, []string{"x", "y/z"}, []string{"x", "y/z"}, -1},
+		{"unscoped, every scope", &Token{}, nil, nil, -1},
+		{"every scope is the token's", two, nil, []string{"acme/prod", "acme/dev"}, -1},
+		{"within keeps", one, []string{"acme/prod/b"}, []string{"acme/prod/b"}, -1},
+		{"parent narrows", one, []string{"acme"}, []string{"acme/prod"}, -1},
+		{"parent narrows to several", two, []string{"acme"}, []string{"acme/dev", "acme/prod"}, -1},
+		{"each narrowed, once", two, []string{"acme/dev/x", "acme", "acme/prod"}, []string{"acme/dev", "acme/dev/x", "acme/prod"}, -1},
+		{"outside", one, []string{"other"}, nil, 0},
+		{"one outside", two, []string{"acme/prod", "acme/production"}, nil, 1},
+	} {
+		got, outside := tt.tok.NarrowScopes(tt.in)
+		if !slices.Equal(got, tt.want) || outside != tt.outside {
+			t.Errorf("%s: NarrowScopes(%q) = %q, %d; want %q, %d", tt.name, tt.in, got, outside, tt.want, tt.outside)
 		}
 	}
 }

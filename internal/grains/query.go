@@ -251,10 +251,7 @@ func (s *Selector) Validate() error {
 			return err
 		}
 	}
-	if err := s.validateScopes(); err != nil {
-		return err
-	}
-	if err := ValidateNamespace(s.Namespace); err != nil {
+	if err := s.ValidateConfinement(); err != nil {
 		return err
 	}
 	switch {
@@ -268,6 +265,18 @@ func (s *Selector) Validate() error {
 			Hint: "subject and user_id together narrow a list of hashes; alone, forget by one of them"}
 	}
 	return nil
+}
+
+// ValidateConfinement checks the confinement part of s, as Validate does:
+// that Scopes, if set, are scope prefixes (s.Scopes becomes a cleaned copy
+// of them; code invalid_scope or too_large naming scopes or scopes[i]),
+// and that Namespace, if set, is a namespace (invalid_argument naming
+// namespace).
+func (s *Selector) ValidateConfinement() error {
+	if err := s.validateScopes(); err != nil {
+		return err
+	}
+	return ValidateNamespace(s.Namespace)
 }
 
 // maxSelectorScopes bounds Selector.Scopes, as a token's scopes are.
