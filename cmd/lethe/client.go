@@ -229,9 +229,12 @@ func (c *client) forget(ctx context.Context, sel lethe.Selector, force bool) (*l
 		req.UserID = &sel.UserID
 	}
 	req.Hashes = sel.Hashes
-	// sel.Scopes and sel.Namespace have no field in the API: the server
-	// confines a forget to its token's scopes, checked in the delete's
-	// transaction; a locked MCP session's lock is checked only before.
+	// The confinement (a locked MCP session's lock): the server checks it
+	// in the delete's transaction, with its token's scopes.
+	req.Scopes = sel.Scopes
+	if sel.Namespace != "" {
+		req.Namespace = &sel.Namespace
+	}
 	var out lethe.ForgetResult
 	if _, err := c.do(ctx, http.MethodPost, memoryPath(sel.Memory)+"/forget", req, &out); err != nil {
 		return nil, err

@@ -201,9 +201,16 @@ type mcpHTTP struct {
 
 func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
 	t.Helper()
+	return newMCPHTTPOn(t, mc, "", nil)
+}
+
+// newMCPHTTPOn is newMCPHTTP on the PostgreSQL database postgres (the
+// grains; "": SQLite), its API's library wrap(db) when wrap is set.
+func newMCPHTTPOn(t testing.TB, mc mcpServeConfig, postgres string, wrap func(api.Library) api.Library) *mcpHTTP {
+	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
-	db, err := lethe.Open(ctx, lethe.Config{DataDir: dir})
+	db, err := lethe.Open(ctx, lethe.Config{DataDir: dir, PostgresDSN: postgres})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +222,11 @@ func newMCPHTTP(t testing.TB, mc mcpServeConfig) *mcpHTTP {
 	t.Cleanup(func() { tokens.Close() })
 	logs := &testenv.Logs{}
 	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h, err := withMCP(api.Config{Library: db, Tokens: tokens, Logger: logger}, mc)
+	var lib api.Library = db
+	if wrap != nil {
+		lib = wrap(db)
+	}
+	h, err := withMCP(api.Config{Library: lib, Tokens: tokens, Logger: logger}, mc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -248,7 +248,7 @@ type ForgetRequest struct {
 	// narrow: a scope-limited token's scopes confine it as well, and a
 	// prefix that meets none of them is refused. An empty list, an empty
 	// namespace or a malformed value is refused; leave a field out for
-	// every scope or namespace.
+	// every scope or namespace. lethe mcp --server sends its lock in them.
 	Scopes    []string `json:"scopes,omitempty"`
 	Namespace *string  `json:"namespace,omitempty"`
 	// Force overrides the policy's protection rules (pinned grains,

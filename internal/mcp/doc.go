@@ -47,8 +47,10 @@
 // outside the lock (an erased one included) is forbidden to forget
 // (checked again in the delete's transaction, [lethe.Selector].Scopes and
 // [lethe.Selector].Namespace, so that a version a concurrent supersede adds
-// outside is refused, never deleted; a Library that is an HTTP client
-// leaves that to the server, which checks its token's scopes only);
+// outside is refused, never deleted; a Library that is an HTTP client,
+// lethe mcp --server, sends them in the REST forget's scopes and namespace,
+// which the server checks in its delete's transaction with its token's
+// scopes);
 // history leaves out versions outside the lock, and no grain the session
 // reads links to one (supersedes, superseded_by). These are the rules of
 // a scope-limited API token: both apply a grains.View. The risk sweep spans a memory, so a locked
