@@ -457,14 +457,20 @@ func TestMCPRemote(t *testing.T) {
 	for _, c := range []struct {
 		tool string
 		a    args
-	}{{"forget", args{"hash": h}}, {"forget_user", args{"user_id": "u1"}}, {"add", args{"type": "fact", "content": "x"}}} {
-		if code := errorCode(t, callTool(t, cs, c.tool, c.a)); code != "forbidden" {
-			t.Errorf("reader %s over --server: %s, want forbidden", c.tool, code)
+	}{{"forget", args{"hash": h}}, {"forget_user", args{"user_id": "u1"}}, {"add", args{"type": "fact", "content": "x"}},
+		// The dry run is the server's forget route's, which needs the dpo role.
+		{"forget", args{"hash": h, "dry_run": true}}} {
+		res := callTool(t, cs, c.tool, c.a)
+		if code := errorCode(t, res); code != "forbidden" {
+			t.Errorf("reader %s %v over --server: %s, want forbidden", c.tool, c.a, code)
+			continue
 		}
-	}
-	// The dry run is the server's forget route's, which needs the dpo role.
-	if code := errorCode(t, callTool(t, cs, "forget", args{"hash": h, "dry_run": true})); code != "forbidden" {
-		t.Errorf("reader's dry run over --server: %s, want forbidden", code)
+		// The server's refusal, in its words: the session has no lock.
+		var info lethemcp.ErrorInfo
+		json.Unmarshal([]byte(resultText(res)), &info)
+		if info.Message != "this token's roles do not allow this call" || !strings.HasPrefix(info.Hint, "it needs the ") {
+			t.Errorf("reader %s %v over --server: %+v, want the server's refusal", c.tool, c.a, info)
+		}
 	}
 	cs.Close()
 	inW.Close()

@@ -534,7 +534,9 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	}
 	sel.Namespace = h.cfg.LockNamespace
 	res, err := h.cfg.Library.Forget(ctx, sel)
-	if lethe.ErrorCode(err) == lethe.CodeForbidden {
+	if lethe.ErrorCode(err) == lethe.CodeForbidden && h.locked() {
+		// An unlocked session's is a server's refusal (over HTTP: the
+		// token's roles, memories or scopes), answered in its words.
 		return nil, nil, h.fail("forget", forbidden(out.Mode, "a version of the chain is outside this session's lock"))
 	}
 	if err == nil && in.DryRun {
