@@ -129,7 +129,10 @@ func (c *client) send(ctx context.Context, method, path, ctype string, body io.R
 		if json.Unmarshal(b, &e) != nil || e.Code == "" {
 			return resp.StatusCode, &lethe.Error{Code: lethe.CodeUnavailable, Message: fmt.Sprintf("the server answered HTTP %d", resp.StatusCode)}
 		}
-		return resp.StatusCode, &lethe.Error{Code: lethe.Code(e.Code), Message: e.Message, Hint: e.Hint}
+		// The server's message starts with the field it names (see
+		// lethe.Error's Error); kept apart here, it reads the same.
+		return resp.StatusCode, &lethe.Error{Code: lethe.Code(e.Code), Field: e.Field,
+			Message: strings.TrimPrefix(e.Message, e.Field+": "), Hint: e.Hint}
 	}
 	if out != nil && resp.StatusCode != http.StatusNoContent {
 		switch o := out.(type) {

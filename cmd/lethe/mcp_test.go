@@ -439,43 +439,61 @@ func TestMCPRemote(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	var stderr bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"mcp", "--server", m.srv.URL, "--token-file", tokenFile, "--allow-erase"}, inR, outW, &stderr)
-		outW.Close()
-	}()
-	cs, err := mcpClient().Connect(ctx, &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	inAcme, err := m.db.Add(ctx, lethe.Grain{Type: "fact", Subject: "kettle", Content: "is blue", Scope: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := structured[lethemcp.RecallOutput](t, callTool(t, cs, "recall", args{"subject": "kettle"}), false); p.Count != 1 || p.Grains[0].Hash != h {
-		t.Errorf("remote recall: %+v", p)
-	}
-	for _, c := range []struct {
-		tool string
-		a    args
-	}{{"forget", args{"hash": h}}, {"forget_user", args{"user_id": "u1"}}, {"add", args{"type": "fact", "content": "x"}},
-		// The dry run is the server's forget route's, which needs the dpo role.
-		{"forget", args{"hash": h, "dry_run": true}}} {
-		res := callTool(t, cs, c.tool, c.a)
-		if code := errorCode(t, res); code != "forbidden" {
-			t.Errorf("reader %s %v over --server: %s, want forbidden", c.tool, c.a, code)
-			continue
+	// An unlocked session, and one locked to acme: a refusal of the
+	// server's (the token's roles) is answered in the server's words by
+	// both, not as a version outside the lock.
+	for _, lock := range []string{"", "acme"} {
+		flags := []string{"mcp", "--server", m.srv.URL, "--token-file", tokenFile, "--allow-erase"}
+		hash := h
+		if lock != "" {
+			flags, hash = append(flags, "--lock-scope", lock), inAcme
 		}
-		// The server's refusal, in its words: the session has no lock.
-		var info lethemcp.ErrorInfo
-		json.Unmarshal([]byte(resultText(res)), &info)
-		if info.Message != "this token's roles do not allow this call" || !strings.HasPrefix(info.Hint, "it needs the ") {
-			t.Errorf("reader %s %v over --server: %+v, want the server's refusal", c.tool, c.a, info)
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		var stderr bytes.Buffer
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, flags, inR, outW, &stderr)
+			outW.Close()
+		}()
+		cs, err := mcpClient().Connect(ctx, &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	cs.Close()
-	inW.Close()
-	if err := <-done; err != nil {
-		t.Errorf("lethe mcp: %v\n%s", err, stderr.String())
+		if p := structured[lethemcp.RecallOutput](t, callTool(t, cs, "recall", args{"subject": "kettle"}), false); lock == "" && p.Count != 2 ||
+			lock != "" && (p.Count != 1 || p.Grains[0].Hash != inAcme) {
+			t.Errorf("remote recall, lock %q: %+v", lock, p)
+		}
+		for _, c := range []struct {
+			tool string
+			a    args
+		}{{"forget", args{"hash": hash}}, {"forget", args{"hashes": []string{hash}}}, {"forget_user", args{"user_id": "u1"}},
+			{"add", args{"type": "fact", "content": "x"}},
+			// The dry run is the server's forget route's, which needs the dpo role.
+			{"forget", args{"hash": hash, "dry_run": true}}} {
+			if lock != "" && c.tool == "forget_user" {
+				continue // refused by the lock itself: a user's key spans every scope
+			}
+			res := callTool(t, cs, c.tool, c.a)
+			if code := errorCode(t, res); code != "forbidden" {
+				t.Errorf("reader %s %v over --server, lock %q: %s, want forbidden", c.tool, c.a, lock, code)
+				continue
+			}
+			var info lethemcp.ErrorInfo
+			json.Unmarshal([]byte(resultText(res)), &info)
+			if info.Message != "this token's roles do not allow this call" || !strings.HasPrefix(info.Hint, "it needs the ") {
+				t.Errorf("reader %s %v over --server, lock %q: %+v, want the server's refusal", c.tool, c.a, lock, info)
+			}
+		}
+		cs.Close()
+		inW.Close()
+		if err := <-done; err != nil {
+			t.Errorf("lethe mcp: %v\n%s", err, stderr.String())
+		}
 	}
 	if _, err := m.db.Get(ctx, "", h); err != nil {
 		t.Errorf("the grain: %v", err)

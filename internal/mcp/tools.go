@@ -299,6 +299,23 @@ func emptyFilter(args json.RawMessage, in *RecallInput) error {
 	return nil
 }
 
+// chainRefused reports whether err is a forget's refusal of a chain with
+// a version outside the selector's confinement: forbidden on the
+// selector's field (the library's, or a server's over HTTP). Any other
+// forbidden (over HTTP: the token's roles or memories, or the lock's scope
+// outside the token's scopes, on scopes[i]) is answered in its own words.
+func chainRefused(err error) bool {
+	var le *lethe.Error
+	if !errors.As(err, &le) || le.Code != lethe.CodeForbidden {
+		return false
+	}
+	switch f, _, _ := strings.Cut(le.Field, "["); f {
+	case "hash", "blob_hash", "hashes", "subject", "user_id":
+		return true
+	}
+	return false
+}
+
 // view is the session's view of memory: the grains inside its lock, and
 // nothing of the others (grains.View, the rules a scope-limited API token
 // follows too). Unlocked, it sees every grain.
@@ -534,9 +551,7 @@ func (h *handlers) forget(ctx context.Context, req *sdk.CallToolRequest, in Forg
 	}
 	sel.Namespace = h.cfg.LockNamespace
 	res, err := h.cfg.Library.Forget(ctx, sel)
-	if lethe.ErrorCode(err) == lethe.CodeForbidden && h.locked() {
-		// An unlocked session's is a server's refusal (over HTTP: the
-		// token's roles, memories or scopes), answered in its words.
+	if h.locked() && chainRefused(err) {
 		return nil, nil, h.fail("forget", forbidden(out.Mode, "a version of the chain is outside this session's lock"))
 	}
 	if err == nil && in.DryRun {
