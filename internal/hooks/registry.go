@@ -124,7 +124,7 @@ type HookStore interface {
 	DeliveryQueueStats(ctx context.Context) (store.DeliveryQueue, error)
 	ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil int64, max int, lim store.ClaimLimits) ([]store.ClaimedDelivery, error)
 	DeliveryDone(ctx context.Context, refs []store.DeliveryRef) error
-	DeliveryFailed(ctx context.Context, id int64, owner string, attempts int, next int64, dead bool, reason string) error
+	DeliveryFailed(ctx context.Context, id int64, owner string, f store.DeliveryFailure) (store.Tripped, error)
 	ReleaseDeliveries(ctx context.Context, refs []store.DeliveryRef) error
 }
 
@@ -480,7 +480,9 @@ func (c claims) Delivered(ctx context.Context, held []Held) error {
 }
 
 func (c claims) Failed(ctx context.Context, id int64, owner string, f Failure) error {
-	return c.st.DeliveryFailed(ctx, id, owner, f.Attempts, f.Next.UnixMicro(), f.Dead, f.Reason)
+	_, err := c.st.DeliveryFailed(ctx, id, owner, store.DeliveryFailure{Attempts: f.Attempts, NextUS: f.Next.UnixMicro(), Dead: f.Dead,
+		Reason: f.Reason, Trip: func(c store.HookCircuit) store.HookCircuit { return c }})
+	return err
 }
 
 func (c claims) Release(ctx context.Context, held []Held) error {

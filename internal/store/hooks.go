@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"gorm.io/gorm"
@@ -14,15 +15,28 @@ import (
 // receives as ",type,type," ("*" for every type), so that one LIKE matches
 // an event's type. Secret is the signing secret wrapped by the KEK;
 // OldSecret, the secret a rotation replaced, signs too until OldUntilUS.
+//
+// Failures, PausedUntilUS and PauseUS are the hook's circuit breaker (see
+// hooks.Circuit), one for every handle on the database: its consecutive
+// failed attempts; while PausedUntilUS is after now, no claim takes a
+// delivery of the hook, and once it has passed (and is not 0) a claim
+// takes one at a time, a probe, and marks the hook with ProbeUntilUS, its
+// lease, so that no other claim takes another meanwhile; PauseUS is the
+// last pause's length. The columns have defaults, so that the migration
+// adds them to the hooks of an older table (closed circuits).
 type HookRow struct {
-	ID         string `gorm:"primaryKey;size:40"`
-	Memory     string `gorm:"size:64;not null;index:idx_hooks_memory"`
-	URL        string `gorm:"size:2048;not null"`
-	Events     string `gorm:"size:2048;not null"`
-	Secret     []byte `gorm:"not null"`
-	OldSecret  []byte
-	OldUntilUS int64 `gorm:"column:old_until_us;not null"`
-	CreatedUS  int64 `gorm:"column:created_us;not null"`
+	ID            string `gorm:"primaryKey;size:40"`
+	Memory        string `gorm:"size:64;not null;index:idx_hooks_memory"`
+	URL           string `gorm:"size:2048;not null"`
+	Events        string `gorm:"size:2048;not null"`
+	Secret        []byte `gorm:"not null"`
+	OldSecret     []byte
+	OldUntilUS    int64 `gorm:"column:old_until_us;not null"`
+	CreatedUS     int64 `gorm:"column:created_us;not null"`
+	Failures      int   `gorm:"column:failures;not null;default:0"`
+	PausedUntilUS int64 `gorm:"column:paused_until_us;not null;default:0;index:idx_hooks_paused"`
+	PauseUS       int64 `gorm:"column:pause_us;not null;default:0"`
+	ProbeUntilUS  int64 `gorm:"column:probe_until_us;not null;default:0"`
 }
 
 // TableName is the hooks table.
@@ -170,16 +184,40 @@ func (db *DB) Deliveries(ctx context.Context, hookID, state string, limit int) (
 
 // Redeliver makes dead deliveries of hook id pending again, due at now,
 // with their attempts and age reset: the one named by deliveryID, or all
-// when it is 0. It returns how many.
+// when it is 0. It returns how many. If the hook is paused (see HookRow),
+// its pause ends at now, so that the next claim sends one of its
+// deliveries as a probe; not when deliveryID names no dead delivery.
 func (db *DB) Redeliver(ctx context.Context, hookID string, deliveryID int64, now int64) (int64, error) {
-	q := db.gorm.WithContext(ctx).Model(&DeliveryRow{}).Where("hook_id = ? AND state = ?", hookID, DeliveryDead)
-	if deliveryID != 0 {
-		q = q.Where("id = ?", deliveryID)
+	var n int64
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// The hook's row first, as every statement that writes both.
+		err := tx.Model(&HookRow{}).Where("id = ? AND paused_until_us > ?", hookID, now).
+			Updates(map[string]any{"paused_until_us": now, "pause_us": 0, "probe_until_us": 0}).Error
+		if err != nil {
+			return err
+		}
+		q := tx.Model(&DeliveryRow{}).Where("hook_id = ? AND state = ?", hookID, DeliveryDead)
+		if deliveryID != 0 {
+			q = q.Where("id = ?", deliveryID)
+		}
+		res := q.Updates(map[string]any{"state": DeliveryPending, "next_us": now, "attempts": 0, "created_us": now,
+			"owner": "", "lease_us": 0})
+		if res.Error != nil {
+			return res.Error
+		}
+		if n = res.RowsAffected; deliveryID != 0 && n == 0 {
+			return errRollback
+		}
+		return nil
+	})
+	if errors.Is(err, errRollback) {
+		return 0, nil
 	}
-	res := q.Updates(map[string]any{"state": DeliveryPending, "next_us": now, "attempts": 0, "created_us": now,
-		"owner": "", "lease_us": 0})
-	return res.RowsAffected, translate(res.Error, "redeliver webhook deliveries")
+	return n, translate(err, "redeliver webhook deliveries")
 }
+
+// errRollback rolls back a transaction that has nothing to change.
+var errRollback = errors.New("store: nothing to change")
 
 // ClaimedDelivery is a claimed delivery with its hook and event.
 type ClaimedDelivery struct {
@@ -222,7 +260,8 @@ type DeliveryRef struct {
 // the hooks and memories the claimer may start none of (on PostgreSQL it
 // locks them, skipping rows another claim holds); the next keeps at most
 // the per-hook bound of each hook, the next at most the per-memory bound
-// of each memory, and the claim takes the first max of those. The bounds
+// of each memory, and the claim takes the first max of those; it takes
+// nothing of a paused hook (see probeHooks for those). The bounds
 // of busy hooks and memories arrive as JSON objects ({"hk_...": 2}), so
 // that the statement's text, prepared once, never changes. {each} reads
 // such an object as rows (key, value); {lock} is PostgreSQL's row lock.
@@ -240,12 +279,38 @@ const claimDeliveries = `UPDATE hook_deliveries SET owner = ?, lease_us = ? WHER
 			FROM (
 				SELECT d.id, d.hook_id, d.memory, d.next_us FROM hook_deliveries d JOIN audit_events e ON e.event_id = d.event_id
 				WHERE d.state = 'pending' AND d.next_us <= ? AND d.lease_us <= ? AND e.seq IS NOT NULL
+					AND d.hook_id NOT IN (SELECT p.id FROM hooks p WHERE p.paused_until_us > 0)
 					AND d.hook_id NOT IN (SELECT j.key FROM {each} j WHERE CAST(j.value AS INTEGER) <= 0)
 					AND d.memory NOT IN (SELECT j.key FROM {each} j WHERE CAST(j.value AS INTEGER) <= 0)
 				ORDER BY d.next_us, d.id LIMIT ?{lock}
 			) c
 		) h WHERE h.nh <= h.ch
 	) m WHERE m.nm <= m.cm ORDER BY m.next_us, m.id LIMIT ?{end} AND state = 'pending' AND lease_us <= ?`
+
+// probeHooks marks the hooks whose pause has ended (see HookRow) and
+// that have a due delivery of a numbered event, up to max of them and none
+// that the claimer may start none of, as probed until a claim's lease
+// ends, and returns them. The outer statement checks the hook's state
+// again: on PostgreSQL a concurrent claim that marked one first holds its
+// row until it commits, and this one then finds it probed; SQLite runs
+// the statement under the database's write lock. So at most one claim, of
+// every handle on the database, takes a probe of a hook at a time.
+const probeHooks = `UPDATE hooks SET probe_until_us = ? WHERE id IN (
+	SELECT h.id FROM hooks h WHERE h.paused_until_us > 0 AND h.paused_until_us <= ? AND h.probe_until_us <= ?
+		AND h.id NOT IN (SELECT j.key FROM {each} j WHERE CAST(j.value AS INTEGER) <= 0)
+		AND h.memory NOT IN (SELECT j.key FROM {each} j WHERE CAST(j.value AS INTEGER) <= 0)
+		AND EXISTS (SELECT 1 FROM hook_deliveries d JOIN audit_events e ON e.event_id = d.event_id
+			WHERE d.hook_id = h.id AND d.state = 'pending' AND d.next_us <= ? AND d.lease_us <= ? AND e.seq IS NOT NULL)
+		ORDER BY h.paused_until_us, h.id LIMIT ?)
+	AND paused_until_us > 0 AND paused_until_us <= ? AND probe_until_us <= ? RETURNING id`
+
+// claimProbes leases the first due delivery of each hook probeHooks
+// marked for this claim (the last IN's list).
+const claimProbes = `UPDATE hook_deliveries SET owner = ?, lease_us = ? WHERE id IN (
+	SELECT (SELECT d.id FROM hook_deliveries d JOIN audit_events e ON e.event_id = d.event_id
+		WHERE d.hook_id = h.id AND d.state = 'pending' AND d.next_us <= ? AND d.lease_us <= ? AND e.seq IS NOT NULL
+		ORDER BY d.next_us, d.id LIMIT 1)
+	FROM hooks h WHERE h.id IN ?) AND state = 'pending' AND lease_us <= ?`
 
 // ClaimDeliveries leases to owner, until leaseUntil, up to max pending
 // deliveries due at now (Unix microseconds) whose event is numbered,
@@ -255,40 +320,63 @@ const claimDeliveries = `UPDATE hook_deliveries SET owner = ?, lease_us = ? WHER
 // UPDATE re-checks that the lease is free, and the rows are read back by
 // owner, which is unique to this claim.
 //
+// A paused hook's deliveries are not taken; of a hook whose pause has
+// ended, only one, a probe, and only if no other claim holds one (see
+// probeHooks): the hook is marked probed until leaseUntil, which its
+// delivery's outcome (DeliveryDone, DeliveryFailed) ends.
+//
 // The bounds are counted among the first candidates in due order (four
 // times max, and 64 more), so a claim behind many deliveries of one busy
 // hook may take fewer than it could; the claimer then counts that hook as
 // full and its next claim reaches past it.
 func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil int64, max int, lim ClaimLimits) ([]ClaimedDelivery, error) {
-	q := claimDeliveries
+	q, probe := claimDeliveries, probeHooks
 	if db.dialect == Postgres {
 		q = strings.ReplaceAll(q, "{each}", "json_each_text(CAST(? AS json))")
 		q = strings.Replace(q, "{lock}", " FOR UPDATE OF d SKIP LOCKED", 1)
 		q = strings.Replace(q, "{in}", "= ANY(ARRAY(", 1)
 		q = strings.Replace(q, "{end}", "))", 1)
+		probe = strings.ReplaceAll(probe, "{each}", "json_each_text(CAST(? AS json))")
 	} else {
 		q = strings.ReplaceAll(q, "{each}", "json_each(?)")
 		q = strings.Replace(q, "{lock}", "", 1)
 		q = strings.Replace(q, "{in}", "IN (", 1)
 		q = strings.Replace(q, "{end}", ")", 1)
+		probe = strings.ReplaceAll(probe, "{each}", "json_each(?)")
 	}
 	hooks, mems := boundsJSON(lim.Hooks), boundsJSON(lim.Memories)
-	perHook, perMem := lim.PerHook, lim.PerMemory
-	if perHook <= 0 {
-		perHook = max
-	}
-	if perMem <= 0 {
-		perMem = max
-	}
-	// The arguments in the order of their ? in the statement's text.
-	args := []any{owner, leaseUntil, string(mems), perMem, string(hooks), perHook, now, now, string(hooks), string(mems),
-		4*max + 64, max, now}
 	g := db.gorm.WithContext(ctx)
-	if err := g.Exec(q, args...).Error; err != nil {
-		return nil, translate(err, "claim webhook deliveries")
+	var probed []string
+	err := g.Raw(probe, leaseUntil, now, now, string(hooks), string(mems), now, now, max, now, now).Scan(&probed).Error
+	if err != nil {
+		return nil, translate(err, "claim webhook probes")
+	}
+	if len(probed) > 0 {
+		// A hook marked but left without a delivery (its delivery taken
+		// meanwhile) is probed again once leaseUntil has passed.
+		res := g.Exec(claimProbes, owner, leaseUntil, now, now, probed, now)
+		if res.Error != nil {
+			return nil, translate(res.Error, "claim webhook probes")
+		}
+		max -= int(res.RowsAffected)
+	}
+	if max > 0 {
+		perHook, perMem := lim.PerHook, lim.PerMemory
+		if perHook <= 0 {
+			perHook = max
+		}
+		if perMem <= 0 {
+			perMem = max
+		}
+		// The arguments in the order of their ? in the statement's text.
+		args := []any{owner, leaseUntil, string(mems), perMem, string(hooks), perHook, now, now, string(hooks), string(mems),
+			4*max + 64, max, now}
+		if err := g.Exec(q, args...).Error; err != nil {
+			return nil, translate(err, "claim webhook deliveries")
+		}
 	}
 	var out []ClaimedDelivery
-	err := g.Raw(`SELECT d.id, d.hook_id, d.event_id, d.memory, d.attempts, d.created_us, h.url, h.secret, h.old_secret,
+	err = g.Raw(`SELECT d.id, d.hook_id, d.event_id, d.memory, d.attempts, d.created_us, h.url, h.secret, h.old_secret,
 		h.old_until_us, e.type, e.leaf, e.seq
 		FROM hook_deliveries d JOIN hooks h ON h.id = d.hook_id JOIN audit_events e ON e.event_id = d.event_id
 		WHERE d.owner = ? ORDER BY d.id`, owner).Scan(&out).Error
@@ -296,12 +384,21 @@ func (db *DB) ClaimDeliveries(ctx context.Context, owner string, now, leaseUntil
 }
 
 // DeliveryDone deletes the deliveries refs names that their owners still
-// hold, in one statement.
+// hold, in one statement, after closing the circuits of their hooks (see
+// HookRow): a receiver accepted a delivery. A hook whose circuit is closed
+// and has no failure is not written.
 func (db *DB) DeliveryDone(ctx context.Context, refs []DeliveryRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	err := db.gorm.WithContext(ctx).Where("(id, owner) IN ?", refPairs(refs)).Delete(&DeliveryRow{}).Error
+	g := db.gorm.WithContext(ctx)
+	pairs := refPairs(refs)
+	err := g.Exec(`UPDATE hooks SET failures = 0, paused_until_us = 0, pause_us = 0, probe_until_us = 0
+		WHERE id IN (SELECT hook_id FROM hook_deliveries WHERE (id, owner) IN ?) AND (failures <> 0 OR paused_until_us <> 0)`, pairs).Error
+	if err != nil {
+		return translate(err, "record webhook delivery")
+	}
+	err = g.Where("(id, owner) IN ?", pairs).Delete(&DeliveryRow{}).Error
 	return translate(err, "record webhook delivery")
 }
 
@@ -323,20 +420,117 @@ func refPairs(refs []DeliveryRef) [][]any {
 	return out
 }
 
+// HookCircuit is a hook's circuit breaker as the hooks table holds it
+// (see HookRow).
+type HookCircuit struct {
+	Failures      int
+	PausedUntilUS int64
+	PauseUS       int64
+}
+
+// DeliveryFailure is a failed attempt, as DeliveryFailed records it.
+type DeliveryFailure struct {
+	// Attempts, NextUS and Reason are the delivery's; Dead moves it to
+	// the dead-letter state instead of due again at NextUS.
+	Attempts int
+	NextUS   int64
+	Dead     bool
+	Reason   string
+	// AtUS is when the attempt failed.
+	AtUS int64
+	// Trip returns the hook's circuit after the failure, given the circuit
+	// before it.
+	Trip func(HookCircuit) HookCircuit
+	// MaxAgeUS bounds the age of the hook's deliveries at the end of a
+	// pause (see DeliveryFailed); 0: no bound.
+	MaxAgeUS int64
+}
+
+// Tripped is what a failed attempt did to its hook.
+type Tripped struct {
+	// Circuit is the hook's circuit after the failure.
+	Circuit HookCircuit
+	// Paused reports that the failure paused the hook, or paused it again
+	// (its PausedUntilUS moved past AtUS).
+	Paused bool
+	// Expired counts the deliveries the pause dead-lettered (see
+	// DeliveryFailed), the failed one among them if it left it pending.
+	Expired int64
+}
+
 // DeliveryFailed records a failed attempt of delivery id if owner holds
-// it: attempts, the reason, and the next due time or the dead state. It
-// releases the lease.
-func (db *DB) DeliveryFailed(ctx context.Context, id int64, owner string, attempts int, next int64, dead bool, reason string) error {
+// it: attempts, the reason, and the next due time or the dead state; it
+// releases the lease. In the same transaction it moves the hook's circuit
+// by f.Trip (the hook's row locked) and, while the circuit leaves the
+// hook paused after f.AtUS, dead-letters the hook's pending deliveries
+// that no claim holds and that were queued more than f.MaxAgeUS before
+// the pause ends ("hook paused" their last error if they had none): their
+// next attempt would come after their age allows one, as Dead does for
+// a delivery whose next retry would. It returns what it did to the hook,
+// nothing if owner no longer holds the delivery.
+func (db *DB) DeliveryFailed(ctx context.Context, id int64, owner string, f DeliveryFailure) (Tripped, error) {
 	state := DeliveryPending
-	if dead {
+	if f.Dead {
 		state = DeliveryDead
 	}
+	reason := f.Reason
 	if len(reason) > 64 {
 		reason = reason[:64]
 	}
-	err := db.gorm.WithContext(ctx).Model(&DeliveryRow{}).Where("id = ? AND owner = ?", id, owner).
-		Updates(map[string]any{"attempts": attempts, "next_us": next, "state": state, "last_error": reason, "owner": "", "lease_us": 0}).Error
-	return translate(err, "record webhook delivery failure")
+	lock := ""
+	if db.dialect == Postgres {
+		lock = " FOR UPDATE"
+	}
+	var out Tripped
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var hook []string
+		if err := tx.Raw("SELECT hook_id FROM hook_deliveries WHERE id = ? AND owner = ?", id, owner).Scan(&hook).Error; err != nil {
+			return err
+		}
+		if len(hook) == 0 {
+			return nil // another owner sends it
+		}
+		// The hook's row first, locked, then the delivery's: the order of
+		// the claim's and DeliveryDone's statements.
+		var rows []HookRow
+		if err := tx.Raw("SELECT failures, paused_until_us, pause_us FROM hooks WHERE id = ?"+lock, hook[0]).Scan(&rows).Error; err != nil {
+			return err
+		}
+		res := tx.Model(&DeliveryRow{}).Where("id = ? AND owner = ?", id, owner).
+			Updates(map[string]any{"attempts": f.Attempts, "next_us": f.NextUS, "state": state, "last_error": reason, "owner": "", "lease_us": 0})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return errRollback // its lease expired meanwhile, and another claim took it
+		}
+		if len(rows) == 0 {
+			return nil // the hook was deleted meanwhile
+		}
+		before := HookCircuit{Failures: rows[0].Failures, PausedUntilUS: rows[0].PausedUntilUS, PauseUS: rows[0].PauseUS}
+		c := f.Trip(before)
+		err := tx.Model(&HookRow{}).Where("id = ?", hook[0]).
+			Updates(map[string]any{"failures": c.Failures, "paused_until_us": c.PausedUntilUS, "pause_us": c.PauseUS, "probe_until_us": 0}).Error
+		if err != nil {
+			return err
+		}
+		out = Tripped{Circuit: c, Paused: c.PausedUntilUS > f.AtUS && c.PausedUntilUS != before.PausedUntilUS}
+		if c.PausedUntilUS <= f.AtUS || f.MaxAgeUS <= 0 {
+			return nil
+		}
+		res = tx.Exec(`UPDATE hook_deliveries SET state = ?, last_error = CASE WHEN last_error = '' THEN 'hook paused' ELSE last_error END
+			WHERE hook_id = ? AND state = ? AND lease_us <= ? AND created_us < ?`,
+			DeliveryDead, hook[0], DeliveryPending, f.AtUS, c.PausedUntilUS-f.MaxAgeUS)
+		out.Expired = res.RowsAffected
+		return res.Error
+	})
+	if errors.Is(err, errRollback) {
+		return Tripped{}, nil
+	}
+	if err != nil {
+		return Tripped{}, translate(err, "record webhook delivery failure")
+	}
+	return out, nil
 }
 
 // DeliveryQueue is the state of the delivery queue.
@@ -345,6 +539,9 @@ type DeliveryQueue struct {
 	Dead         int64
 	OldestUS     int64 // created_us of the oldest pending delivery; 0 if none
 	OldestDeadUS int64
+	// Paused counts the hooks whose circuit is open or half-open: paused,
+	// or whose pause ended with no delivery accepted since.
+	Paused int64
 }
 
 // DeliveryQueueStats returns the state of the whole delivery queue.
@@ -355,6 +552,9 @@ func (db *DB) DeliveryQueueStats(ctx context.Context) (DeliveryQueue, error) {
 		Oldest int64
 	}
 	err := db.gorm.WithContext(ctx).Raw(`SELECT state, count(*) AS n, min(created_us) AS oldest FROM hook_deliveries GROUP BY state`).Scan(&rows).Error
+	if err != nil {
+		return DeliveryQueue{}, translate(err, "read webhook queue")
+	}
 	var q DeliveryQueue
 	for _, r := range rows {
 		switch r.State {
@@ -364,6 +564,7 @@ func (db *DB) DeliveryQueueStats(ctx context.Context) (DeliveryQueue, error) {
 			q.Dead, q.OldestDeadUS = r.N, r.Oldest
 		}
 	}
+	err = db.gorm.WithContext(ctx).Model(&HookRow{}).Where("paused_until_us > 0").Count(&q.Paused).Error
 	return q, translate(err, "read webhook queue")
 }
 

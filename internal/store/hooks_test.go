@@ -139,7 +139,8 @@ func TestDeliveryQueueAndClaims(t *testing.T) {
 			if err := a.DeliveryDone(ctx, []DeliveryRef{{d.ID, "after"}}); err != nil || deliveryCount(t, a) != 2*n {
 				t.Fatalf("the owner could not complete a delivery (%v)", err)
 			}
-			if err := a.DeliveryFailed(ctx, ds[1].ID, "after", 1, 7_000_000, true, "status 500"); err != nil {
+			if _, err := a.DeliveryFailed(ctx, ds[1].ID, "after", DeliveryFailure{Attempts: 1, NextUS: 7_000_000, Dead: true,
+				Reason: "status 500", AtUS: 1_000_001, Trip: func(c HookCircuit) HookCircuit { return c }}); err != nil {
 				t.Fatal(err)
 			}
 			if err := a.ReleaseDeliveries(ctx, []DeliveryRef{{ds[2].ID, "after"}}); err != nil {
@@ -246,6 +247,310 @@ func TestDeliveryClaimLimits(t *testing.T) {
 				if tc.want["a"] == 0 && got["a"] != 0 {
 					t.Errorf("%s: claimed %d of memory a, which is full", tc.name, got["a"])
 				}
+			}
+		})
+	}
+}
+
+// A hook's circuit (its columns of hooks) is shared by every handle: no
+// claim takes a delivery of a paused hook; once the pause has ended, one
+// claim in all takes one of its deliveries, a probe, whether the claims
+// follow each other or run at once on two handles; a failed probe pauses
+// it again and dead-letters the deliveries the pause carries past their
+// age, unattempted ones with "hook paused"; an accepted probe closes the
+// circuit and its deliveries flow; a redeliver ends a pause, unless it
+// names no dead delivery.
+func TestHookCircuitClaims(t *testing.T) {
+	for _, dialect := range []string{SQLite, Postgres} {
+		t.Run(dialect, func(t *testing.T) {
+			ctx := context.Background()
+			a, b := twoHandles(t, dialect)
+			for _, id := range []string{"hk_p", "hk_ok"} {
+				if err := a.CreateHook(ctx, HookRow{ID: id, Memory: "m", URL: "https://x.test/", Events: "*", Secret: []byte("w")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			next := 0
+			queue := func(at int64, n int) {
+				t.Helper()
+				var evs []Event
+				for range n {
+					evs = append(evs, Event{ID: fmt.Sprintf("%032x", next), Memory: "m", Type: "grain.forget", Leaf: []byte(`{}`)})
+					next++
+				}
+				if err := b.AppendEvents(ctx, at, evs); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := b.AssignSequence(ctx, 1000); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claim := func(db *DB, owner string, now int64, lim ClaimLimits) []ClaimedDelivery {
+				t.Helper()
+				ds, err := db.ClaimDeliveries(ctx, owner, now, now+1_000_000, 100, lim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ds
+			}
+			of := func(ds []ClaimedDelivery, hook string) (out []ClaimedDelivery) {
+				for _, d := range ds {
+					if d.HookID == hook {
+						out = append(out, d)
+					}
+				}
+				return out
+			}
+			circuit := func() HookRow {
+				t.Helper()
+				h, err := b.Hook(ctx, "m", "hk_p")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return *h
+			}
+			pauseUntil := func(until int64) func(HookCircuit) HookCircuit {
+				return func(c HookCircuit) HookCircuit {
+					c.Failures++
+					c.PauseUS, c.PausedUntilUS = c.PauseUS+1, until
+					return c
+				}
+			}
+			done := func(owner string, ds []ClaimedDelivery) {
+				t.Helper()
+				var refs []DeliveryRef
+				for _, d := range ds {
+					refs = append(refs, DeliveryRef{d.ID, owner})
+				}
+				if err := a.DeliveryDone(ctx, refs); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			queue(1000, 6)
+			held := claim(a, "c1", 2000, ClaimLimits{Hooks: map[string]int{"hk_ok": 0}})
+			if len(held) != 6 {
+				t.Fatalf("claimed %d of hk_p, want 6", len(held))
+			}
+			tr, err := a.DeliveryFailed(ctx, held[0].ID, "c1", DeliveryFailure{Attempts: 1, NextUS: 2100, Reason: "status 503",
+				AtUS: 2000, Trip: pauseUntil(50_000), MaxAgeUS: 1_000_000})
+			if err != nil || !tr.Paused || tr.Circuit.PausedUntilUS != 50_000 || tr.Expired != 0 {
+				t.Fatalf("the failure that pauses = %+v, %v", tr, err)
+			}
+			var rest []DeliveryRef
+			for _, d := range held[1:] {
+				rest = append(rest, DeliveryRef{d.ID, "c1"})
+			}
+			if err := a.ReleaseDeliveries(ctx, rest); err != nil {
+				t.Fatal(err)
+			}
+			if h := circuit(); h.Failures != 1 || h.PausedUntilUS != 50_000 || h.PauseUS != 1 {
+				t.Fatalf("hook after the pause = %+v", h)
+			}
+			if q, err := b.DeliveryQueueStats(ctx); err != nil || q.Paused != 1 {
+				t.Fatalf("queue = %+v, %v, want 1 paused hook", q, err)
+			}
+
+			// Paused: neither handle's claims take any of its deliveries,
+			// however due.
+			for i, db := range []*DB{a, b} {
+				ds := claim(db, fmt.Sprintf("c2-%d", i), 49_999, ClaimLimits{})
+				if p := of(ds, "hk_p"); len(p) != 0 {
+					t.Fatalf("a claim during the pause took %d deliveries of the paused hook", len(p))
+				}
+				done(fmt.Sprintf("c2-%d", i), ds)
+			}
+
+			// The pause has ended: one probe, then nothing while it is out.
+			probe := of(claim(a, "p1", 50_000, ClaimLimits{}), "hk_p")
+			if len(probe) != 1 {
+				t.Fatalf("the first claim after the pause took %d deliveries of the hook, want one probe", len(probe))
+			}
+			for i, db := range []*DB{a, b} {
+				if p := of(claim(db, fmt.Sprintf("p2-%d", i), 50_001+int64(i), ClaimLimits{}), "hk_p"); len(p) != 0 {
+					t.Fatalf("a claim while the probe is out took %d more", len(p))
+				}
+			}
+
+			// The probe fails: paused again, and what the new pause carries
+			// past MaxAgeUS is dead-lettered (queued at 1000; those of 60,000
+			// stay).
+			queue(60_000, 3)
+			tr, err = a.DeliveryFailed(ctx, probe[0].ID, "p1", DeliveryFailure{Attempts: probe[0].Attempts + 1, NextUS: 60_100,
+				Reason: "timeout", AtUS: 60_000, Trip: pauseUntil(100_000), MaxAgeUS: 60_000})
+			if err != nil || !tr.Paused || tr.Circuit.Failures != 2 || tr.Expired != 6 {
+				t.Fatalf("the failed probe = %+v, %v; want paused again, 6 expired", tr, err)
+			}
+			ds, err := a.Deliveries(ctx, "hk_p", "", 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				wantState, wantErr := DeliveryDead, "hook paused"
+				switch {
+				case d.CreatedUS == 60_000:
+					wantState, wantErr = DeliveryPending, ""
+				case d.ID == held[0].ID:
+					wantErr = "status 503"
+				case d.ID == probe[0].ID:
+					wantErr = "timeout"
+				}
+				if d.State != wantState || d.LastError != wantErr || (wantErr == "hook paused" && d.Attempts != 0) {
+					t.Errorf("delivery %d (queued at %d) = %s %q after %d attempts, want %s %q", d.ID, d.CreatedUS, d.State, d.LastError,
+						d.Attempts, wantState, wantErr)
+				}
+			}
+
+			// The pause ends again, and again: each time, claims on both
+			// handles at once take one probe in all.
+			var probes []ClaimedDelivery
+			var owners []string
+			at := int64(100_000)
+			for round := range 6 {
+				if round > 0 {
+					if _, err := a.DeliveryFailed(ctx, probes[0].ID, owners[0], DeliveryFailure{Attempts: 1, NextUS: at, Reason: "timeout",
+						AtUS: at, Trip: pauseUntil(at + 10_000), MaxAgeUS: 1_000_000}); err != nil {
+						t.Fatal(err)
+					}
+					at += 10_000
+				}
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				probes, owners = nil, nil
+				for w := range 8 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						owner := fmt.Sprintf("p3-%d-%d", round, w)
+						ds, err := []*DB{a, b}[w%2].ClaimDeliveries(ctx, owner, at, at+1_000_000, 100, ClaimLimits{})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						for _, d := range of(ds, "hk_p") {
+							probes, owners = append(probes, d), append(owners, owner)
+						}
+						mu.Unlock()
+					}()
+				}
+				wg.Wait()
+				if len(probes) != 1 {
+					t.Fatalf("round %d: concurrent claims after the pause took %d deliveries of the hook, want one probe", round, len(probes))
+				}
+			}
+
+			// Accepted: the circuit closes and the rest flow.
+			done(owners[0], probes)
+			if h := circuit(); h.Failures != 0 || h.PausedUntilUS != 0 || h.PauseUS != 0 || h.ProbeUntilUS != 0 {
+				t.Fatalf("hook after an accepted probe = %+v", h)
+			}
+			if p := of(claim(b, "flow", at+1, ClaimLimits{}), "hk_p"); len(p) != 2 {
+				t.Fatalf("after the probe was accepted, claimed %d, want the 2 left", len(p))
+			}
+			if q, err := b.DeliveryQueueStats(ctx); err != nil || q.Paused != 0 {
+				t.Fatalf("queue = %+v, %v, want no paused hook", q, err)
+			}
+
+			// A redeliver ends a pause, unless it names no dead delivery.
+			queue(200_000, 2)
+			first := of(claim(a, "r1", 200_000, ClaimLimits{}), "hk_p")
+			if len(first) != 2 {
+				t.Fatalf("claimed %d, want 2", len(first))
+			}
+			if _, err := a.DeliveryFailed(ctx, first[0].ID, "r1", DeliveryFailure{Attempts: 1, NextUS: 200_001, Reason: "status 500",
+				AtUS: 200_000, Trip: pauseUntil(900_000), MaxAgeUS: 1_000_000}); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.ReleaseDeliveries(ctx, []DeliveryRef{{first[1].ID, "r1"}}); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := a.Redeliver(ctx, "hk_p", first[0].ID, 300_000); err != nil || n != 0 || circuit().PausedUntilUS != 900_000 {
+				t.Fatalf("a redeliver of a pending delivery = %d, %v; the hook is paused until %d, want 900000", n, err, circuit().PausedUntilUS)
+			}
+			if n, err := a.Redeliver(ctx, "hk_p", 0, 300_000); err != nil || n != 6 {
+				t.Fatalf("Redeliver = %d, %v, want the 6 dead", n, err)
+			}
+			if h := circuit(); h.PausedUntilUS != 300_000 || h.PauseUS != 0 {
+				t.Fatalf("hook after a redeliver = %+v, want its pause ended at 300000", h)
+			}
+			if p := of(claim(b, "r2", 300_000, ClaimLimits{}), "hk_p"); len(p) != 1 {
+				t.Fatalf("after a redeliver, claimed %d, want one probe", len(p))
+			}
+		})
+	}
+}
+
+// oldHookRow is the hooks table before the circuit breaker's columns.
+type oldHookRow struct {
+	ID         string `gorm:"primaryKey;size:40"`
+	Memory     string `gorm:"size:64;not null;index:idx_hooks_memory"`
+	URL        string `gorm:"size:2048;not null"`
+	Events     string `gorm:"size:2048;not null"`
+	Secret     []byte `gorm:"not null"`
+	OldSecret  []byte
+	OldUntilUS int64 `gorm:"column:old_until_us;not null"`
+	CreatedUS  int64 `gorm:"column:created_us;not null"`
+}
+
+func (oldHookRow) TableName() string { return "hooks" }
+
+// Opening a database whose hooks table predates the circuit breaker adds
+// its columns, closed for the hooks there, which then deliver and pause.
+func TestHookCircuitMigration(t *testing.T) {
+	for _, dialect := range []string{SQLite, Postgres} {
+		t.Run(dialect, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := Config{Dialect: dialect, DSN: filepath.Join(t.TempDir(), "lethe.db")}
+			if dialect == Postgres {
+				cfg.DSN = testenv.Postgres(t)
+			}
+			db, err := Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.gorm.Migrator().DropTable("hooks"); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.gorm.AutoMigrate(&oldHookRow{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.gorm.Create(&oldHookRow{ID: "hk_old", Memory: "m", URL: "https://x.test/", Events: "*", Secret: []byte("w"), CreatedUS: 5}).Error; err != nil {
+				t.Fatal(err)
+			}
+			if db.gorm.Migrator().HasColumn(&HookRow{}, "paused_until_us") {
+				t.Fatal("the old table has the new columns: the test tests no migration")
+			}
+			db.Close()
+
+			db, err = Open(ctx, cfg)
+			if err != nil {
+				t.Fatalf("open over the old hooks table: %v", err)
+			}
+			defer db.Close()
+			h, err := db.Hook(ctx, "m", "hk_old")
+			if err != nil || h.URL != "https://x.test/" || h.Failures != 0 || h.PausedUntilUS != 0 || h.PauseUS != 0 || h.ProbeUntilUS != 0 {
+				t.Fatalf("the old hook after the migration = %+v, %v", h, err)
+			}
+			if err := db.AppendEvents(ctx, 1000, []Event{{ID: fmt.Sprintf("%032x", 1), Memory: "m", Type: "grain.forget", Leaf: []byte(`{}`)}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.AssignSequence(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			ds, err := db.ClaimDeliveries(ctx, "o", 2000, 3000, 10, ClaimLimits{})
+			if err != nil || len(ds) != 1 {
+				t.Fatalf("claim = %d, %v", len(ds), err)
+			}
+			tr, err := db.DeliveryFailed(ctx, ds[0].ID, "o", DeliveryFailure{Attempts: 1, NextUS: 2001, Reason: "status 500", AtUS: 2000,
+				Trip: func(c HookCircuit) HookCircuit {
+					return HookCircuit{Failures: c.Failures + 1, PausedUntilUS: 9000, PauseUS: 7000}
+				}})
+			if err != nil || !tr.Paused || tr.Circuit.Failures != 1 {
+				t.Fatalf("failure = %+v, %v", tr, err)
+			}
+			if ds, err := db.ClaimDeliveries(ctx, "o2", 8999, 10_000, 10, ClaimLimits{}); err != nil || len(ds) != 0 {
+				t.Fatalf("claim during the pause = %d, %v", len(ds), err)
 			}
 		})
 	}
