@@ -21,7 +21,15 @@ import (
 //     other internal addresses (development and tests only).
 //   - Timeout: one delivery attempt's bound (default 10s).
 //   - MaxAge, MaxAttempts: how long and how often a delivery is retried
-//     before it is dead-lettered (defaults 24h and 30).
+//     before it is dead-lettered (defaults 24h and 30); MaxAge runs while
+//     its hook is paused too.
+//   - PauseAfter, Pause, MaxPause: a hook's circuit breaker. PauseAfter
+//     consecutive failed attempts of a hook (default 10), of any of its
+//     deliveries, pause it: none of its deliveries is attempted for Pause
+//     (default 1m); then one is tried alone, which resumes the hook if
+//     accepted and pauses it again for twice as long if not, at most
+//     MaxPause (default 15m). The pause is in the database, shared by
+//     every DB over it; Redeliver ends it.
 //   - BaseDelay, MaxDelay: the exponential backoff with jitter between
 //     attempts (defaults 1s and 15m).
 //   - Poll: how often the engine looks for due deliveries (default 500ms).
@@ -116,7 +124,10 @@ func (db *DB) HookDeliveries(ctx context.Context, memory, id, state string) ([]H
 
 // Redeliver makes dead-lettered deliveries of hook id pending again, due
 // now, with a fresh retry budget: delivery, or all of them when delivery
-// is 0. It returns how many.
+// is 0. It returns how many. It ends the hook's pause, if it is paused
+// (see HooksConfig.PauseAfter), even when nothing is dead, so that its
+// next due delivery is tried now, alone; not when delivery names no dead
+// delivery (not_found).
 func (db *DB) Redeliver(ctx context.Context, memory, id string, delivery int64) (int64, error) {
 	memory, err := memoryName(memory)
 	if err != nil {

@@ -656,6 +656,7 @@ func TestHookModel(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		hc := hookCfg()
 		hc.MaxAttempts = 1000 // flaky, never dead
+		hc.PauseAfter = 1000  // nor paused (ten failures in a row, one chance in ten million, would pause it for a minute)
 		dbs := []*lethe.DB{openDB(t, withHooks(cfg, hc)), openDB(t, withHooks(cfg, hc))}
 		rcv := newReceiver(t)
 		all, err := dbs[0].AddHook(ctx, lethe.HookSpec{Memory: "m", URL: rcv.url(), Events: []string{"*"}})
@@ -1037,5 +1038,256 @@ func TestHookRequestAndExportEvents(t *testing.T) {
 			return n == 5 // one export, two requests filed, one approved, one rejected
 		})
 		rcv.check()
+	})
+}
+
+// counter is a webhook receiver that counts the requests it gets and
+// answers 503 until told to accept (204). It verifies no signature: the
+// tests that use it move their clock by minutes, past the Standard
+// Webhooks library's tolerance for webhook-timestamp.
+type counter struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	requests int
+	accept   bool
+	delay    time.Duration
+	accepted map[string]int // webhook-id -> requests accepted
+}
+
+func newCounter(t *testing.T) *counter {
+	c := &counter{accepted: map[string]int{}}
+	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		c.mu.Lock()
+		c.requests++
+		accept, delay := c.accept, c.delay
+		if accept {
+			c.accepted[r.Header.Get("webhook-id")]++
+		}
+		c.mu.Unlock()
+		time.Sleep(delay)
+		if !accept {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *counter) count() (requests, accepted int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.requests, len(c.accepted)
+}
+
+func (c *counter) set(accept bool, delay time.Duration) {
+	c.mu.Lock()
+	c.accept, c.delay = accept, delay
+	c.mu.Unlock()
+}
+
+// quiet checks that c gets no request more than want over a few of the
+// engines' polls.
+func (c *counter) quiet(t *testing.T, what string, want int) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond) // 15 polls
+	if n, _ := c.count(); n != want {
+		t.Fatalf("%s: the receiver got %d requests, want %d", what, n, want)
+	}
+}
+
+// pauseCfg delivers with fast retries, one attempt at a time to a hook,
+// and pauses a hook after 3 consecutive failed attempts for 1 minute,
+// doubling up to 4.
+func pauseCfg() lethe.HooksConfig {
+	hc := hookCfg()
+	hc.PerHook, hc.PauseAfter, hc.Pause, hc.MaxPause = 1, 3, time.Minute, 4*time.Minute
+	return hc
+}
+
+// A receiver that keeps failing gets PauseAfter attempts, then none while
+// its hook is paused, however due the hook's deliveries are; after the
+// pause one attempt (a probe), and while probes fail, one a pause, the
+// pause doubling up to MaxPause. Deliveries held back cost no attempt.
+// Once the receiver accepts, the next probe resumes the hook and every
+// delivery arrives, once.
+func TestHookPause(t *testing.T) {
+	hookBackends(t, func(t *testing.T, cfg lethe.Config) {
+		ctx := context.Background()
+		clk := newClock()
+		cfg.Now = clk.now
+		db := openDB(t, withHooks(cfg, pauseCfg()))
+		rcv := newCounter(t)
+		h, err := db.AddHook(ctx, lethe.HookSpec{Memory: "m", URL: rcv.srv.URL + "/in", Events: []string{"grain.forget"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendForgets(t, db, "m", 10)
+		waitFor(t, "3 attempts", func() bool { n, _ := rcv.count(); return n >= 3 })
+		rcv.quiet(t, "paused", 3)
+		ds, err := db.HookDeliveries(ctx, "m", h.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		attempts := 0
+		for _, d := range ds {
+			attempts += d.Attempts
+			if d.State != "pending" {
+				t.Errorf("delivery %d is %s", d.ID, d.State)
+			}
+		}
+		if len(ds) != 10 || attempts != 3 {
+			t.Fatalf("%d deliveries with %d attempts in all, want 10 with 3", len(ds), attempts)
+		}
+		clk.add(59 * time.Second) // every retry is due, the pause is not over
+		rcv.quiet(t, "paused, retries due", 3)
+
+		// Probes, one a pause: 1, 2, 4 and 4 minutes.
+		probe := func(after time.Duration, want int) {
+			t.Helper()
+			clk.add(after - time.Second)
+			rcv.quiet(t, "paused", want-1)
+			clk.add(time.Second)
+			waitFor(t, "a probe", func() bool { n, _ := rcv.count(); return n >= want })
+			rcv.quiet(t, "after a failed probe", want)
+		}
+		clk.add(time.Second)
+		waitFor(t, "a probe", func() bool { n, _ := rcv.count(); return n >= 4 })
+		rcv.quiet(t, "after a failed probe", 4)
+		probe(2*time.Minute, 5)
+		probe(4*time.Minute, 6)
+		probe(4*time.Minute, 7) // not 8: MaxPause
+		clk.add(4*time.Minute - time.Second)
+		rcv.quiet(t, "paused", 7)
+		rcv.set(true, 0)
+		clk.add(time.Second)
+		waitFor(t, "every delivery", func() bool { _, n := rcv.count(); return n == 10 })
+		waitFor(t, "an empty queue", func() bool { st, err := db.HookStats(ctx); return err == nil && st.Pending == 0 })
+		if n, _ := rcv.count(); n != 17 {
+			t.Errorf("the receiver got %d requests, want 7 failed and 10 accepted", n)
+		}
+		rcv.mu.Lock()
+		for id, n := range rcv.accepted {
+			if n != 1 {
+				t.Errorf("%s accepted %d times", id, n)
+			}
+		}
+		rcv.mu.Unlock()
+		if st, _ := db.HookStats(ctx); st.Dead != 0 || st.Failed != 7 || st.Delivered != 10 {
+			t.Errorf("HookStats = %+v", st)
+		}
+	})
+}
+
+// max_age runs while a hook is paused: a failed probe whose new pause ends
+// more than MaxAge after a delivery was queued dead-letters it, attempted
+// or not ("hook paused" if not), where it is visible; a delivery queued
+// later stays pending. A redeliver ends the pause: its probe, accepted,
+// resumes the hook and every delivery arrives.
+func TestHookPauseAgesOut(t *testing.T) {
+	hookBackends(t, func(t *testing.T, cfg lethe.Config) {
+		ctx := context.Background()
+		clk := newClock()
+		cfg.Now = clk.now
+		hc := pauseCfg()
+		hc.PauseAfter, hc.Pause, hc.MaxPause, hc.MaxAge = 2, 4*time.Minute, 8*time.Minute, 10*time.Minute
+		db := openDB(t, withHooks(cfg, hc))
+		rcv := newCounter(t)
+		h, err := db.AddHook(ctx, lethe.HookSpec{Memory: "m", URL: rcv.srv.URL + "/in", Events: []string{"grain.forget"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := appendForgets(t, db, "m", 5)
+		waitFor(t, "2 attempts", func() bool { n, _ := rcv.count(); return n >= 2 })
+		rcv.quiet(t, "paused", 2)
+		clk.add(3 * time.Minute)
+		young := appendForgets(t, db, "m", 1)[0]
+		clk.add(time.Minute) // the probe fails: paused 8 minutes, until 12 minutes after the first five were queued
+		waitFor(t, "the old deliveries dead-lettered", func() bool {
+			dead, err := db.HookDeliveries(ctx, "m", h.ID, "dead")
+			return err == nil && len(dead) == len(old)
+		})
+		dead, _ := db.HookDeliveries(ctx, "m", h.ID, "dead")
+		unattempted := 0
+		for _, d := range dead {
+			switch {
+			case d.Attempts == 0 && d.LastError == "hook paused":
+				unattempted++
+			case d.Attempts == 1 && d.LastError == "status 503":
+			default:
+				t.Errorf("dead letter %+v", d)
+			}
+		}
+		if n, _ := rcv.count(); unattempted != 2 || n != 3 {
+			t.Errorf("%d dead letters never attempted after %d requests, want 2 after 3", unattempted, n)
+		}
+		pending, _ := db.HookDeliveries(ctx, "m", h.ID, "pending")
+		if len(pending) != 1 || pending[0].EventID != young {
+			t.Errorf("pending %+v, want the delivery queued during the pause", pending)
+		}
+		if st, _ := db.HookStats(ctx); st.Dead != 5 || st.DeadLettered != 5 {
+			t.Errorf("HookStats = %+v, want 5 dead letters", st)
+		}
+		rcv.quiet(t, "paused again", 3)
+
+		rcv.set(true, 0)
+		if n, err := db.Redeliver(ctx, "m", h.ID, 0); err != nil || n != 5 {
+			t.Fatalf("Redeliver = %d, %v", n, err)
+		}
+		waitFor(t, "every delivery", func() bool { _, n := rcv.count(); return n == 6 })
+		waitFor(t, "an empty queue", func() bool { st, err := db.HookStats(ctx); return err == nil && st.Pending == 0 && st.Dead == 0 })
+	})
+}
+
+// Two replicas share a hook's pause: one pauses it, and another, started
+// during the pause, sends nothing; once it has ended, the two send one
+// probe between them (the receiver answers slowly, so that both claim
+// while it is out); then the receiver accepts, and each delivery arrives
+// once.
+func TestHookPauseReplicas(t *testing.T) {
+	hookBackends(t, func(t *testing.T, cfg lethe.Config) {
+		ctx := context.Background()
+		clk := newClock()
+		cfg.Now = clk.now
+		writer := openDB(t, withHooks(cfg, lethe.HooksConfig{AllowPrivate: true}))
+		rcv := newCounter(t)
+		if _, err := writer.AddHook(ctx, lethe.HookSpec{Memory: "m", URL: rcv.srv.URL + "/in", Events: []string{"grain.forget"}}); err != nil {
+			t.Fatal(err)
+		}
+		appendForgets(t, writer, "m", 10)
+		a := openDB(t, withHooks(cfg, pauseCfg()))
+		waitFor(t, "3 attempts", func() bool { n, _ := rcv.count(); return n >= 3 })
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rcv.quiet(t, "paused by a", 3)
+		b := openDB(t, withHooks(cfg, pauseCfg()))
+		rcv.quiet(t, "b started during the pause", 3)
+		c := openDB(t, withHooks(cfg, pauseCfg()))
+
+		rcv.set(false, 500*time.Millisecond)
+		clk.add(time.Minute)
+		waitFor(t, "a probe", func() bool { n, _ := rcv.count(); return n >= 4 })
+		time.Sleep(time.Second) // the probe fails after 500 ms; the other replica polled 25 times meanwhile
+		if n, _ := rcv.count(); n != 4 {
+			t.Fatalf("after the pause the replicas sent %d requests, want one probe", n-3)
+		}
+		rcv.set(true, 0)
+		clk.add(2 * time.Minute)
+		waitFor(t, "every delivery", func() bool { _, n := rcv.count(); return n == 10 })
+		waitFor(t, "an empty queue", func() bool { st, err := b.HookStats(ctx); return err == nil && st.Pending == 0 })
+		sb, _ := b.HookStats(ctx)
+		sc, _ := c.HookStats(ctx)
+		if sb.Delivered+sc.Delivered != 10 {
+			t.Errorf("replicas delivered %d + %d, want 10", sb.Delivered, sc.Delivered)
+		}
+		rcv.mu.Lock()
+		for id, n := range rcv.accepted {
+			if n != 1 {
+				t.Errorf("%s accepted %d times", id, n)
+			}
+		}
+		rcv.mu.Unlock()
 	})
 }

@@ -96,6 +96,11 @@ type serveConfig struct {
 		Timeout      duration `yaml:"timeout"`
 		MaxAge       duration `yaml:"max_age"`
 		MaxAttempts  int      `yaml:"max_attempts"`
+		// PauseAfter consecutive failed attempts pause a hook for Pause,
+		// doubling up to MaxPause (see lethe.HooksConfig).
+		PauseAfter int      `yaml:"pause_after"`
+		Pause      duration `yaml:"pause"`
+		MaxPause   duration `yaml:"max_pause"`
 		// Workers, PerHook and PerMemory bound the attempts under way at
 		// once (see lethe.HooksConfig).
 		Workers   int `yaml:"workers"`
@@ -233,11 +238,12 @@ func serve(ctx context.Context, cfg serveConfig, addrFile string, logger *slog.L
 	lcfg.Schedule = cfg.Schedule
 	lcfg.Hooks = lethe.HooksConfig{Deliver: !cfg.Hooks.NoDelivery, AllowPrivate: cfg.Hooks.AllowPrivate,
 		Timeout: time.Duration(cfg.Hooks.Timeout), MaxAge: time.Duration(cfg.Hooks.MaxAge), MaxAttempts: cfg.Hooks.MaxAttempts,
+		PauseAfter: cfg.Hooks.PauseAfter, Pause: time.Duration(cfg.Hooks.Pause), MaxPause: time.Duration(cfg.Hooks.MaxPause),
 		Workers: cfg.Hooks.Workers, PerHook: cfg.Hooks.PerHook, PerMemory: cfg.Hooks.PerMemory}
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"hooks.max_attempts", cfg.Hooks.MaxAttempts}, {"hooks.workers", cfg.Hooks.Workers},
+	}{{"hooks.max_attempts", cfg.Hooks.MaxAttempts}, {"hooks.pause_after", cfg.Hooks.PauseAfter}, {"hooks.workers", cfg.Hooks.Workers},
 		{"hooks.per_hook", cfg.Hooks.PerHook}, {"hooks.per_memory", cfg.Hooks.PerMemory}} {
 		if n.v < 0 {
 			return fmt.Errorf("config: %s must be at least 1 (left out or 0: the default)", n.name)

@@ -48,6 +48,22 @@
 // attempts, it goes to the dead-letter state, where it stays, visible, until
 // it is redelivered by hand.
 //
+// # Pauses
+//
+// A hook's circuit breaker ([Circuit], [Breaker]) spares a receiver that
+// is down the retries of every pending delivery: after
+// [Config].PauseAfter consecutive failed attempts of a hook, of any of
+// its deliveries, no delivery of it is claimed for [Config].Pause; then
+// one at a time (a probe), until one is accepted, which resumes the hook,
+// or fails, which pauses it again for twice as long, at most
+// [Config].MaxPause. Deliveries held back are not attempted and spend no
+// attempt; an engine releases, unsent, what it held of a hook when it
+// learns of its pause. The circuit is a row of the store, the hook's:
+// every engine over the database shares it, and one claim in all takes a
+// probe. MaxAge runs during a pause: the failure that pauses a hook
+// dead-letters its deliveries the pause carries past MaxAge, attempted
+// or not. A redelivery ends the pause (the next claim takes a probe).
+//
 // # Signatures
 //
 // Every request is signed as the Standard Webhooks specification says

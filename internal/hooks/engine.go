@@ -52,6 +52,23 @@ type Failure struct {
 	// Reason says what failed, with no personal data: "status 503",
 	// "timeout", "refused address", "connection failed".
 	Reason string
+	// At is when the attempt failed.
+	At time.Time
+	// Breaker moves the circuit of the delivery's hook (Breaker.Fail at
+	// At). MaxAge bounds the age of the hook's deliveries when a pause
+	// ends: the store dead-letters those the pause carries past it.
+	Breaker Breaker
+	MaxAge  time.Duration
+}
+
+// Tripped is what a failed attempt did to its hook.
+type Tripped struct {
+	// Circuit is the hook's circuit after the failure.
+	Circuit Circuit
+	// Paused reports that the failure paused the hook, or paused it again.
+	Paused bool
+	// Expired counts the deliveries of the hook the pause dead-lettered.
+	Expired int
 }
 
 // Held names a claimed delivery and the owner its claim leased it to.
@@ -79,15 +96,23 @@ type Store interface {
 	// due at now whose event the audit sequencer has numbered, within lim
 	// as far as it can, and returns them, or a non-nil error. No delivery
 	// leased to one owner is returned to another before its lease
-	// expires. The engine releases what it returns beyond lim.
+	// expires. It returns none of a hook paused at now (see Circuit) and,
+	// of a hook whose pause has ended, at most one, and none while
+	// another owner holds one. The engine releases what it returns beyond
+	// lim.
 	Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, max int, lim Limits) ([]Delivery, error)
 	// Delivered removes, in one write, the deliveries held that their
 	// owners still hold; it returns nil for those they no longer hold
 	// (another owner sends them again: at least once).
 	Delivered(ctx context.Context, held []Held) error
 	// Failed records a failed attempt of delivery id if owner still holds
-	// its lease, and releases the lease.
-	Failed(ctx context.Context, id int64, owner string, f Failure) error
+	// its lease, and releases the lease. In the same write it moves the
+	// circuit of the delivery's hook by f.Breaker and, while that leaves
+	// the hook paused after f.At, dead-letters the hook's pending
+	// deliveries that no owner holds and that were queued more than
+	// f.MaxAge before the pause ends. It returns what it did to the hook
+	// (nothing if owner no longer holds the delivery), or a non-nil error.
+	Failed(ctx context.Context, id int64, owner string, f Failure) (Tripped, error)
 	// Release gives back the leases held that their owners still hold,
 	// with no attempt counted (deliveries an engine will not send: it is
 	// stopping, they are beyond its bounds, or their lease ran short).
@@ -109,6 +134,9 @@ const (
 	DefaultPerHook     = 4
 	DefaultPerMemory   = 8
 	DefaultPoll        = time.Second
+	DefaultPauseAfter  = 10
+	DefaultPause       = time.Minute
+	DefaultMaxPause    = 15 * time.Minute
 	// MaxResponseRead bounds the bytes of a response read (and dropped).
 	MaxResponseRead = 64 << 10
 )
@@ -123,8 +151,14 @@ type Config struct {
 	Timeout time.Duration
 	// MaxAge and MaxAttempts bound the retries: a delivery older than
 	// MaxAge, or failed MaxAttempts times, goes to the dead-letter state.
+	// MaxAge runs during a hook's pause too.
 	MaxAge      time.Duration
 	MaxAttempts int
+	// PauseAfter consecutive failed attempts of a hook pause it for
+	// Pause; each failed probe after a pause doubles it, up to MaxPause
+	// (see Breaker).
+	PauseAfter      int
+	Pause, MaxPause time.Duration
 	// BaseDelay and MaxDelay shape the backoff (see Backoff).
 	BaseDelay, MaxDelay time.Duration
 	// Batch is the most deliveries one claim takes.
@@ -163,13 +197,26 @@ type Engine struct {
 	sends  sync.WaitGroup
 	rec    recorder
 
+	breaker Breaker
+
 	mu      sync.Mutex
 	secrets map[string][]byte // wrapped form -> secret
 	queue   []*claimed        // held and not started, in the order claimed
 	held    load              // deliveries held: queued or being sent
 	sending load              // deliveries being sent
+	claims  uint64            // claims started
+	paused  map[string]pause  // hooks a failure paused
 
-	delivered, failed, dead atomic.Int64
+	delivered, failed, dead, pauses atomic.Int64
+}
+
+// pause is a hook's pause as an engine learned it: until when, and the
+// claims started by then (their deliveries of the hook, claimed before the
+// pause, are released unsent; later claims' were taken with the pause in
+// the store, which ends it early when a hook is redelivered).
+type pause struct {
+	until  time.Time
+	claims uint64
 }
 
 // holdFactor bounds what an engine holds (claimed, sent or waiting to be)
@@ -223,6 +270,8 @@ type claimed struct {
 	// attempt: not started by then, it is released unsent.
 	startBy time.Time
 	st      *step // nil for Run's
+	// claim numbers the claim that took it, in the order claims started.
+	claim uint64
 }
 
 // New returns an Engine.
@@ -257,6 +306,16 @@ func New(cfg Config) *Engine {
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
 	}
+	if cfg.PauseAfter <= 0 {
+		cfg.PauseAfter = DefaultPauseAfter
+	}
+	if cfg.Pause <= 0 {
+		cfg.Pause = DefaultPause
+	}
+	if cfg.MaxPause <= 0 {
+		cfg.MaxPause = DefaultMaxPause
+	}
+	cfg.MaxPause = max(cfg.MaxPause, cfg.Pause)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -266,7 +325,8 @@ func New(cfg Config) *Engine {
 	b := make([]byte, 8)
 	rand.Read(b)
 	e := &Engine{cfg: cfg, owner: hex.EncodeToString(b), kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-		secrets: map[string][]byte{}, held: newLoad(), sending: newLoad()}
+		secrets: map[string][]byte{}, held: newLoad(), sending: newLoad(), paused: map[string]pause{},
+		breaker: Breaker{After: cfg.PauseAfter, Pause: cfg.Pause, MaxPause: cfg.MaxPause}}
 	t := cfg.Transport
 	if t == nil {
 		t = NewTransport(cfg.Guard, cfg.Timeout)
@@ -296,11 +356,12 @@ type Stats struct {
 	Delivered int64 // deliveries a receiver accepted
 	Failed    int64 // failed attempts
 	Dead      int64 // deliveries moved to the dead-letter state
+	Paused    int64 // failures that paused a hook, or paused it again
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	return Stats{Delivered: e.delivered.Load(), Failed: e.failed.Load(), Dead: e.dead.Load()}
+	return Stats{Delivered: e.delivered.Load(), Failed: e.failed.Load(), Dead: e.dead.Load(), Paused: e.pauses.Load()}
 }
 
 // Kick makes Run look for due deliveries now.
@@ -399,6 +460,13 @@ func (e *Engine) claim(ctx context.Context, st *step) (n int, more bool, err err
 	}
 	all, perHook, perMem := holdFactor*e.cfg.Workers, holdFactor*e.cfg.PerHook, holdFactor*e.cfg.PerMemory
 	e.mu.Lock()
+	for h, p := range e.paused {
+		if !e.cfg.Now().Before(p.until) {
+			delete(e.paused, h)
+		}
+	}
+	e.claims++
+	seq := e.claims
 	asked := min(e.cfg.Batch, all-e.held.all)
 	lim := Limits{PerHook: perHook, PerMemory: perMem, Hooks: left(e.held.hook, perHook), Memories: left(e.held.mem, perMem)}
 	e.mu.Unlock()
@@ -433,7 +501,7 @@ func (e *Engine) claim(ctx context.Context, st *step) (n int, more bool, err err
 		if st != nil {
 			st.wg.Add(1)
 		}
-		e.queue = append(e.queue, &claimed{Delivery: d, owner: owner, ctx: ctx, startBy: startBy, st: st})
+		e.queue = append(e.queue, &claimed{Delivery: d, owner: owner, ctx: ctx, startBy: startBy, st: st, claim: seq})
 	}
 	more = n == asked
 	for _, d := range ds {
@@ -455,15 +523,17 @@ func (e *Engine) claim(ctx context.Context, st *step) (n int, more bool, err err
 
 // dispatch starts, in the order claimed, each held delivery that the
 // bounds on sends under way let start, and releases those whose claimer's
-// context ended or whose lease ran short.
+// context ended, whose lease ran short, or whose hook a failure paused
+// after they were claimed.
 func (e *Engine) dispatch() {
 	var drop []*claimed
 	e.mu.Lock()
 	now := e.cfg.Now()
 	rest := e.queue[:0]
 	for _, c := range e.queue {
+		p, paused := e.paused[c.HookID]
 		switch {
-		case c.ctx.Err() != nil || now.After(c.startBy):
+		case c.ctx.Err() != nil || now.After(c.startBy) || paused && c.claim <= p.claims && now.Before(p.until):
 			e.held.add(&c.Delivery, -1)
 			drop = append(drop, c)
 		case e.sending.fits(&c.Delivery, e.cfg.Workers, e.cfg.PerHook, e.cfg.PerMemory):
@@ -497,19 +567,30 @@ func (e *Engine) dispatch() {
 }
 
 // attempt sends c and records the outcome. c's place among the sends
-// under way is free once the receiver answered, so the next held delivery
-// starts while the outcome is recorded (and an acceptance waits to join
-// others in one write); c stays held until recorded, and Run is woken when
-// c's hook has room for another claim.
+// under way is free once the receiver accepted c, so the next held
+// delivery starts while the outcome is recorded (and waits to join others
+// in one write); after a failure, once it is recorded, since it may have
+// paused the hook, whose held deliveries must then not start. c stays
+// held until recorded, and Run is woken when c's hook has room for
+// another claim.
 func (e *Engine) attempt(c *claimed) {
 	defer e.sends.Done()
 	ctx := context.WithoutCancel(c.ctx)
 	reason := e.send(ctx, c.Delivery)
-	e.mu.Lock()
-	e.sending.add(&c.Delivery, -1)
-	e.mu.Unlock()
-	e.dispatch()
-	err := e.outcome(ctx, c.owner, c.Delivery, reason)
+	free := func() {
+		e.mu.Lock()
+		e.sending.add(&c.Delivery, -1)
+		e.mu.Unlock()
+		e.dispatch()
+	}
+	var err error
+	if reason == "" {
+		free()
+		err = e.outcome(ctx, c.owner, c.Delivery, reason)
+	} else {
+		err = e.outcome(ctx, c.owner, c.Delivery, reason)
+		free()
+	}
 	e.mu.Lock()
 	e.held.add(&c.Delivery, -1)
 	room := e.held.hook[c.HookID] <= e.cfg.PerHook && e.held.mem[c.Memory] <= e.cfg.PerMemory
@@ -570,15 +651,21 @@ func (r *recorder) record(ctx context.Context, s Store, h Held) error {
 }
 
 // outcome records the outcome of an attempt of d, reason as send returned
-// it; it returns only the store's errors.
+// it; it returns only the store's errors. After a failure that leaves the
+// hook paused, the engine releases, unsent, the deliveries of the hook
+// it claimed before (see dispatch); an acceptance ends what the engine
+// knew of the hook's pause.
 func (e *Engine) outcome(ctx context.Context, owner string, d Delivery, reason string) error {
 	if reason == "" {
 		e.delivered.Add(1)
+		e.mu.Lock()
+		delete(e.paused, d.HookID)
+		e.mu.Unlock()
 		return e.rec.record(ctx, e.cfg.Store, Held{ID: d.ID, Owner: owner})
 	}
 	e.failed.Add(1)
 	now := e.cfg.Now()
-	f := Failure{Attempts: d.Attempts + 1, Reason: reason}
+	f := Failure{Attempts: d.Attempts + 1, Reason: reason, At: now, Breaker: e.breaker, MaxAge: e.cfg.MaxAge}
 	f.Next = now.Add(Backoff(f.Attempts, e.cfg.BaseDelay, e.cfg.MaxDelay, nil))
 	if f.Attempts >= e.cfg.MaxAttempts || f.Next.Sub(d.CreatedAt) > e.cfg.MaxAge {
 		f.Dead = true
@@ -586,7 +673,22 @@ func (e *Engine) outcome(ctx context.Context, owner string, d Delivery, reason s
 	}
 	e.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "webhook attempt failed", slog.String("hook", d.HookID),
 		slog.Int64("delivery", d.ID), slog.Int("attempts", f.Attempts), slog.String("reason", reason), slog.Bool("dead", f.Dead))
-	return e.cfg.Store.Failed(ctx, d.ID, owner, f)
+	tr, err := e.cfg.Store.Failed(ctx, d.ID, owner, f)
+	if err != nil {
+		return err
+	}
+	e.dead.Add(int64(tr.Expired))
+	if tr.Paused {
+		e.pauses.Add(1)
+		e.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "webhook paused after consecutive failed attempts", slog.String("hook", d.HookID),
+			slog.Int("failures", tr.Circuit.Failures), slog.Time("until", tr.Circuit.PausedUntil), slog.Int("expired", tr.Expired))
+	}
+	if tr.Circuit.PausedUntil.After(now) {
+		e.mu.Lock()
+		e.paused[d.HookID] = pause{until: tr.Circuit.PausedUntil, claims: e.claims}
+		e.mu.Unlock()
+	}
+	return nil
 }
 
 // send makes one attempt and returns "" on success or the reason of the

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,30 +238,31 @@ func TestBackoff(t *testing.T) {
 // memStore is an in-memory hooks.Store for the engine's own behaviour
 // (redirects, bounded reads, outcomes, its bounds on sends under way); the
 // real store's claims are tested in internal/store and the root package.
-// Its claims leave out the hooks and memories the limits say are full, but
-// take any number of the others' deliveries, so that the engine has to
-// keep its own bounds.
+// Its claims leave out the hooks and memories the limits say are full, and
+// paused hooks, but take any number of the others' deliveries, so that
+// the engine has to keep its own bounds.
 type memStore struct {
 	mu       sync.Mutex
 	ds       []Delivery // pending, not claimed
 	held     map[int64]Delivery
 	done     []int64
 	failed   map[int64]Failure
+	circuits map[string]Circuit
 	released int
 }
 
 func newMemStore() *memStore {
-	return &memStore{held: map[int64]Delivery{}, failed: map[int64]Failure{}}
+	return &memStore{held: map[int64]Delivery{}, failed: map[int64]Failure{}, circuits: map[string]Circuit{}}
 }
 
-func (m *memStore) Claim(_ context.Context, _ string, _ time.Time, _ time.Duration, max int, lim Limits) ([]Delivery, error) {
+func (m *memStore) Claim(_ context.Context, _ string, now time.Time, _ time.Duration, max int, lim Limits) ([]Delivery, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out, rest []Delivery
 	for _, d := range m.ds {
 		n, busyHook := lim.Hooks[d.HookID]
 		k, busyMem := lim.Memories[d.Memory]
-		if len(out) == max || (busyHook && n == 0) || (busyMem && k == 0) {
+		if len(out) == max || (busyHook && n == 0) || (busyMem && k == 0) || now.Before(m.circuits[d.HookID].PausedUntil) {
 			rest = append(rest, d)
 			continue
 		}
@@ -281,12 +283,16 @@ func (m *memStore) Delivered(_ context.Context, held []Held) error {
 	return nil
 }
 
-func (m *memStore) Failed(_ context.Context, id int64, _ string, f Failure) error {
+func (m *memStore) Failed(_ context.Context, id int64, _ string, f Failure) (Tripped, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.failed[id] = f
+	d := m.held[id]
 	delete(m.held, id)
-	return nil
+	before := m.circuits[d.HookID]
+	c := f.Breaker.Fail(before, f.At)
+	m.circuits[d.HookID] = c
+	return Tripped{Circuit: c, Paused: c.PausedUntil != before.PausedUntil}, nil
 }
 
 func (m *memStore) Release(_ context.Context, held []Held) error {
@@ -448,6 +454,98 @@ func TestEngineBounds(t *testing.T) {
 		t.Error("the store's claims took nothing over the bounds: the test tests nothing of the engine's own")
 	}
 	st.mu.Unlock()
+}
+
+// A failure that pauses a hook releases the engine's held deliveries of it
+// unsent: with one send at a time to the hook, a receiver that fails gets
+// exactly PauseAfter requests of the eight deliveries held; the rest go
+// back to the store with no attempt counted, and once the pause has ended
+// they are claimed again (the in-memory store's claims take no probe: the
+// next failure pauses the hook again). Another hook's deliveries are sent.
+func TestEnginePausesAHook(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/down" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	leaf := []byte(`{"v":1,"id":"00","type":"grain.forget","memory":"m","time":"2026-01-01T00:00:00Z","actor":"local"}`)
+	st := newMemStore()
+	now := time.Now()
+	for i := range 12 {
+		d := Delivery{ID: int64(i + 1), HookID: "hk_down", URL: srv.URL + "/down", Secret: []byte("w"), EventID: "00", Type: "grain.forget",
+			Memory: "m", Leaf: leaf, CreatedAt: now}
+		if i >= 10 {
+			d.HookID, d.URL = "hk_up", srv.URL+"/up"
+		}
+		st.ds = append(st.ds, d)
+	}
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	secret := NewSecret()
+	e := New(Config{Store: st, Guard: Guard{AllowPrivate: true}, PerHook: 1, PauseAfter: 3, Pause: time.Minute,
+		Now:    func() time.Time { return time.Unix(0, clock.Load()) },
+		Unwrap: func(context.Context, string, []byte) ([]byte, error) { return secret, nil }})
+	if n, err := e.Step(context.Background()); err != nil || n != 10 { // 8 of the failing hook: holdFactor*PerHook
+		t.Fatalf("Step = %d, %v", n, err)
+	}
+	if hits["/down"] != 3 || hits["/up"] != 2 || len(st.failed) != 3 || st.released != 7 {
+		t.Fatalf("requests %v, %d failed and %d released; want 3 to the failing receiver, 3 failed and 7 released unsent",
+			hits, len(st.failed), st.released)
+	}
+	for _, d := range st.ds {
+		if d.Attempts != 0 {
+			t.Errorf("a released delivery has %d attempts", d.Attempts)
+		}
+	}
+	if s := e.Stats(); s.Paused != 1 || s.Failed != 3 {
+		t.Errorf("Stats = %+v, want one pause", s)
+	}
+	if n, _ := e.Step(context.Background()); n != 0 || hits["/down"] != 3 {
+		t.Fatalf("a step during the pause claimed %d, and the receiver got %d requests", n, hits["/down"])
+	}
+	clock.Add(int64(time.Minute))
+	if n, _ := e.Step(context.Background()); n != 7 || hits["/down"] != 4 {
+		t.Fatalf("the step after the pause claimed %d (the store's claim is no probe), and the receiver got %d requests, want 4", n, hits["/down"])
+	}
+}
+
+// Breaker.Fail pauses a hook at After consecutive failures, doubles the
+// pause at each failed probe up to MaxPause, and leaves a pause under way
+// as it is.
+func TestBreaker(t *testing.T) {
+	b := Breaker{After: 3, Pause: time.Minute, MaxPause: 5 * time.Minute}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for _, tc := range []struct {
+		name string
+		c    Circuit
+		now  time.Time
+		want Circuit
+	}{
+		{"first failure", Circuit{}, t0, Circuit{Failures: 1}},
+		{"below the threshold", Circuit{Failures: 1}, t0, Circuit{Failures: 2}},
+		{"the threshold pauses", Circuit{Failures: 2}, t0, Circuit{Failures: 3, PausedUntil: at(time.Minute), Pause: time.Minute}},
+		{"during the pause", Circuit{Failures: 3, PausedUntil: at(time.Minute), Pause: time.Minute}, at(30 * time.Second),
+			Circuit{Failures: 4, PausedUntil: at(time.Minute), Pause: time.Minute}},
+		{"a failed probe doubles", Circuit{Failures: 4, PausedUntil: at(time.Minute), Pause: time.Minute}, at(time.Minute),
+			Circuit{Failures: 5, PausedUntil: at(3 * time.Minute), Pause: 2 * time.Minute}},
+		{"capped", Circuit{Failures: 9, PausedUntil: at(0), Pause: 4 * time.Minute}, at(time.Hour),
+			Circuit{Failures: 10, PausedUntil: at(time.Hour + 5*time.Minute), Pause: 5 * time.Minute}},
+		{"after a redeliver", Circuit{Failures: 9, PausedUntil: at(0), Pause: 0}, at(time.Second),
+			Circuit{Failures: 10, PausedUntil: at(time.Second + time.Minute), Pause: time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := b.Fail(tc.c, tc.now); got != tc.want {
+				t.Errorf("Fail(%+v, %v) = %+v, want %+v", tc.c, tc.now, got, tc.want)
+			}
+		})
+	}
 }
 
 // docs/api.md lists every range the guard refuses, and no other.

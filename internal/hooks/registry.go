@@ -33,10 +33,17 @@ type Settings struct {
 	// Timeout bounds one delivery attempt (default 10s).
 	Timeout time.Duration
 	// MaxAge bounds how long a delivery is retried before it is
-	// dead-lettered (default 24h); MaxAttempts bounds its attempts
-	// (default 30).
+	// dead-lettered (default 24h), its hook's pauses included;
+	// MaxAttempts bounds its attempts (default 30).
 	MaxAge      time.Duration
 	MaxAttempts int
+	// PauseAfter consecutive failed attempts of a hook, of any of its
+	// deliveries, pause its deliveries for Pause (defaults 10 and 1m);
+	// then one delivery is tried alone, which resumes them if accepted
+	// and pauses them again for twice as long if not, up to MaxPause
+	// (default 15m). Every process over the database shares the pause.
+	PauseAfter      int
+	Pause, MaxPause time.Duration
 	// BaseDelay and MaxDelay shape the exponential backoff with jitter
 	// between attempts (defaults 1s and 15m).
 	BaseDelay, MaxDelay time.Duration
@@ -169,6 +176,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 			return r.kek.Unwrap(ctx, secretRef("", id), wrapped)
 		},
 		Guard: r.guard, Timeout: s.Timeout, MaxAge: s.MaxAge, MaxAttempts: s.MaxAttempts,
+		PauseAfter: s.PauseAfter, Pause: s.Pause, MaxPause: s.MaxPause,
 		BaseDelay: s.BaseDelay, MaxDelay: s.MaxDelay, Poll: s.Poll, Batch: s.Batch,
 		Workers: s.Workers, PerHook: s.PerHook, PerMemory: s.PerMemory, Now: cfg.Now, Logger: cfg.Logger})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -310,7 +318,8 @@ func (r *Registry) Deliveries(ctx context.Context, memory, id, state string) ([]
 
 // Redeliver makes dead-lettered deliveries of hook id pending again, due
 // now, with a fresh retry budget: delivery, or all of them when delivery
-// is 0. It returns how many.
+// is 0. It returns how many. It ends the hook's pause (see Circuit), even
+// when nothing is dead, unless delivery names no dead delivery.
 func (r *Registry) Redeliver(ctx context.Context, memory, id string, delivery int64) (int64, error) {
 	if err := checkID(id); err != nil {
 		return 0, err
@@ -479,10 +488,31 @@ func (c claims) Delivered(ctx context.Context, held []Held) error {
 	return c.st.DeliveryDone(ctx, refs(held))
 }
 
-func (c claims) Failed(ctx context.Context, id int64, owner string, f Failure) error {
-	_, err := c.st.DeliveryFailed(ctx, id, owner, store.DeliveryFailure{Attempts: f.Attempts, NextUS: f.Next.UnixMicro(), Dead: f.Dead,
-		Reason: f.Reason, Trip: func(c store.HookCircuit) store.HookCircuit { return c }})
-	return err
+func (c claims) Failed(ctx context.Context, id int64, owner string, f Failure) (Tripped, error) {
+	trip := func(hc store.HookCircuit) store.HookCircuit {
+		return circuitRow(f.Breaker.Fail(circuitOf(hc), f.At))
+	}
+	tr, err := c.st.DeliveryFailed(ctx, id, owner, store.DeliveryFailure{Attempts: f.Attempts, NextUS: f.Next.UnixMicro(), Dead: f.Dead,
+		Reason: f.Reason, AtUS: f.At.UnixMicro(), Trip: trip, MaxAgeUS: f.MaxAge.Microseconds()})
+	return Tripped{Circuit: circuitOf(tr.Circuit), Paused: tr.Paused, Expired: int(tr.Expired)}, err
+}
+
+// circuitOf is a hook's circuit as the store holds it; circuitRow its
+// inverse.
+func circuitOf(c store.HookCircuit) Circuit {
+	out := Circuit{Failures: c.Failures, Pause: time.Duration(c.PauseUS) * time.Microsecond}
+	if c.PausedUntilUS != 0 {
+		out.PausedUntil = time.UnixMicro(c.PausedUntilUS)
+	}
+	return out
+}
+
+func circuitRow(c Circuit) store.HookCircuit {
+	out := store.HookCircuit{Failures: c.Failures, PauseUS: c.Pause.Microseconds()}
+	if !c.PausedUntil.IsZero() {
+		out.PausedUntilUS = c.PausedUntil.UnixMicro()
+	}
+	return out
 }
 
 func (c claims) Release(ctx context.Context, held []Held) error {

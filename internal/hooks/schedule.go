@@ -30,3 +30,49 @@ func Backoff(n int, base, max time.Duration, r *rand.Rand) time.Duration {
 	}
 	return half + time.Duration(j)
 }
+
+// Circuit is a hook's circuit breaker: one for every engine over a
+// database, which the store holds with the hook.
+type Circuit struct {
+	// Failures counts the hook's consecutive failed attempts, of any of
+	// its deliveries, since a receiver last accepted one.
+	Failures int
+	// PausedUntil, unless zero, is when the hook's pause ends: before it
+	// no delivery of the hook is attempted; after it, one at a time (a
+	// probe), until an attempt is accepted, which closes the circuit (the
+	// zero Circuit), or fails, which pauses the hook again.
+	PausedUntil time.Time
+	// Pause is the length of the last pause.
+	Pause time.Duration
+}
+
+// Breaker pauses a hook whose attempts keep failing, so that a receiver
+// that is down gets one attempt a pause instead of every pending
+// delivery's own retries.
+type Breaker struct {
+	// After is the number of consecutive failed attempts that pauses a
+	// hook.
+	After int
+	// Pause is the first pause; each failed probe doubles it, up to
+	// MaxPause.
+	Pause, MaxPause time.Duration
+}
+
+// Fail returns c after an attempt that failed at now: one failure more. A
+// hook that reaches After failures is paused for Pause, and one whose
+// pause has ended (the probe failed) is paused again for twice its last
+// pause, at most MaxPause. A failure during a pause (of an attempt that
+// started before it) leaves the pause as it is.
+func (b Breaker) Fail(c Circuit, now time.Time) Circuit {
+	c.Failures++
+	if c.Failures < b.After || now.Before(c.PausedUntil) {
+		return c
+	}
+	if c.Pause <= 0 {
+		c.Pause = b.Pause
+	} else {
+		c.Pause = min(max(2*c.Pause, b.Pause), b.MaxPause)
+	}
+	c.PausedUntil = now.Add(c.Pause)
+	return c
+}
