@@ -42,9 +42,27 @@ type HooksConfig = hooks.Settings
 
 // Hook is a webhook of a memory: lethe POSTs the audit events of the
 // listed types to URL, signed per the Standard Webhooks specification.
-// Its fields: ID, Memory, URL, Events, CreatedAt, and after a rotation
-// PreviousSecretUntil (when the previous secret stops signing).
+// Its fields: ID, Memory, URL, Events, CreatedAt, after a rotation
+// PreviousSecretUntil (when the previous secret stops signing), and the
+// state of its deliveries: Status (HookActive, HookFailing, HookPaused or
+// HookProbing), ConsecutiveFailures, and while paused or probing
+// PausedUntil (when the pause ends, or ended).
 type Hook = hooks.Hook
+
+// The states of a hook's deliveries (Hook.Status; see
+// HooksConfig.PauseAfter).
+const (
+	// HookActive: the hook's deliveries go out, and the last attempt, if
+	// any, was accepted.
+	HookActive = hooks.StatusActive
+	// HookFailing: they go out, but the last attempts failed.
+	HookFailing = hooks.StatusFailing
+	// HookPaused: none is attempted before PausedUntil.
+	HookPaused = hooks.StatusPaused
+	// HookProbing: the pause has ended; the next due delivery is tried
+	// alone, and resumes the hook if accepted or pauses it again.
+	HookProbing = hooks.StatusProbing
+)
 
 // HookSpec describes a hook to create: Memory, URL, and Events (audit
 // event types of HookEventTypes, or "*" for every type).
@@ -65,8 +83,10 @@ type HookSecret = hooks.WithSecret
 type HookDelivery = hooks.Undelivered
 
 // HookStats describes the delivery queue (shared by every replica):
-// Pending, Dead, OldestPending (the age of the oldest pending delivery);
-// and this DB's engine counters: Delivered, Failed, DeadLettered.
+// Pending, Dead, OldestPending (the age of the oldest pending delivery),
+// Paused (the hooks paused or probing); and this DB's engine counters:
+// Delivered, Failed, DeadLettered, Pauses (failures that paused a hook,
+// or paused it again).
 type HookStats = hooks.QueueStats
 
 // MaxHooksPerMemory bounds the hooks of one memory.

@@ -1140,6 +1140,21 @@ func TestHookPause(t *testing.T) {
 		if len(ds) != 10 || attempts != 3 {
 			t.Fatalf("%d deliveries with %d attempts in all, want 10 with 3", len(ds), attempts)
 		}
+		state := func() lethe.Hook {
+			t.Helper()
+			hs, err := db.Hooks(ctx, "m")
+			if err != nil || len(hs) != 1 {
+				t.Fatalf("Hooks = %+v, %v", hs, err)
+			}
+			return hs[0]
+		}
+		if got := state(); got.Status != lethe.HookPaused || got.ConsecutiveFailures != 3 || got.PausedUntil == nil ||
+			!got.PausedUntil.Equal(clk.now().Add(time.Minute)) {
+			t.Errorf("hook %+v, want paused after 3 failures until a minute from now", got)
+		}
+		if st, err := db.HookStats(ctx); err != nil || st.Paused != 1 || st.Pauses != 1 {
+			t.Errorf("HookStats = %+v, %v, want a paused hook", st, err)
+		}
 		clk.add(59 * time.Second) // every retry is due, the pause is not over
 		rcv.quiet(t, "paused, retries due", 3)
 
@@ -1174,8 +1189,11 @@ func TestHookPause(t *testing.T) {
 			}
 		}
 		rcv.mu.Unlock()
-		if st, _ := db.HookStats(ctx); st.Dead != 0 || st.Failed != 7 || st.Delivered != 10 {
+		if st, _ := db.HookStats(ctx); st.Dead != 0 || st.Failed != 7 || st.Delivered != 10 || st.Paused != 0 || st.Pauses != 5 {
 			t.Errorf("HookStats = %+v", st)
+		}
+		if got := state(); got.Status != lethe.HookActive || got.ConsecutiveFailures != 0 || got.PausedUntil != nil {
+			t.Errorf("hook %+v, want active again", got)
 		}
 	})
 }

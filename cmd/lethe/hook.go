@@ -87,7 +87,14 @@ func cmdHook(ctx context.Context, e *env, args []string) error {
 			return e.printJSON(hs)
 		}
 		for _, x := range hs {
-			printf(e.stdout, "%s %s events=%s\n", x.ID, x.URL, strings.Join(x.Events, ","))
+			printf(e.stdout, "%s %s events=%s status=%s", x.ID, x.URL, strings.Join(x.Events, ","), x.Status)
+			if x.ConsecutiveFailures > 0 {
+				printf(e.stdout, " failures=%d", x.ConsecutiveFailures)
+			}
+			if x.PausedUntil != nil {
+				printf(e.stdout, " paused_until=%s", x.PausedUntil.Format(time.RFC3339))
+			}
+			printf(e.stdout, "\n")
 		}
 	case "remove":
 		id, err := one("remove ID")

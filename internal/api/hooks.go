@@ -142,13 +142,14 @@ func (s *Server) redeliver(c *gin.Context, req *RedeliverRequest) (reply, error)
 }
 
 // hookCollector exports the webhook metrics at scrape time: deliveries
-// accepted, attempts failed and deliveries dead-lettered by this process,
-// and the shared queue's depth, dead letters and oldest pending age. No
-// label carries a memory, a URL or anything personal.
+// accepted, attempts failed, deliveries dead-lettered and hooks paused by
+// this process, and the shared queue's depth, dead letters, oldest pending
+// age and paused hooks. No label carries a memory, a URL or anything
+// personal.
 type hookCollector struct {
-	lib                          Hooker
-	delivered, failed, deadTotal *prometheus.Desc
-	pending, dead, oldest        *prometheus.Desc
+	lib                                  Hooker
+	delivered, failed, deadTotal, pauses *prometheus.Desc
+	pending, dead, oldest, paused        *prometheus.Desc
 }
 
 func newHookCollector(lib Hooker) *hookCollector {
@@ -160,11 +161,13 @@ func newHookCollector(lib Hooker) *hookCollector {
 		pending:   d("lethe_hook_queue_depth", "Webhook deliveries pending, all replicas."),
 		dead:      d("lethe_hook_dead_letters", "Webhook deliveries in the dead-letter state, all replicas."),
 		oldest:    d("lethe_hook_oldest_pending_seconds", "Age of the oldest pending webhook delivery (0 if none)."),
+		pauses:    d("lethe_hook_pauses_total", "Failed webhook attempts that paused their hook, or paused it again (this process)."),
+		paused:    d("lethe_hook_paused", "Webhooks paused after consecutive failed attempts, or probing once the pause ended, all replicas."),
 	}
 }
 
 func (h *hookCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{h.delivered, h.failed, h.deadTotal, h.pending, h.dead, h.oldest} {
+	for _, d := range []*prometheus.Desc{h.delivered, h.failed, h.deadTotal, h.pauses, h.pending, h.dead, h.oldest, h.paused} {
 		ch <- d
 	}
 }
@@ -183,4 +186,6 @@ func (h *hookCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(h.pending, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(h.dead, prometheus.GaugeValue, float64(st.Dead))
 	ch <- prometheus.MustNewConstMetric(h.oldest, prometheus.GaugeValue, st.OldestPending.Seconds())
+	ch <- prometheus.MustNewConstMetric(h.pauses, prometheus.CounterValue, float64(st.Pauses))
+	ch <- prometheus.MustNewConstMetric(h.paused, prometheus.GaugeValue, float64(st.Paused))
 }

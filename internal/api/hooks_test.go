@@ -3,8 +3,12 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/api"
@@ -65,6 +69,9 @@ func TestHookRoutes(t *testing.T) {
 		if len(list.Hooks) != 1 || list.Hooks[0].ID != h.ID || strings.Contains(string(a.body), "whsec_") {
 			t.Fatalf("list %s", a.body)
 		}
+		if !strings.Contains(string(a.body), `"status":"active","consecutive_failures":0`) || strings.Contains(string(a.body), "paused_until") {
+			t.Errorf("a new hook's state: %s", a.body)
+		}
 
 		// A forget queues a delivery (this server has no engine running).
 		g := f.add(dpo, "hm", api.GrainInput{Type: "fact", Subject: "hook-subject", Content: "c"})
@@ -97,7 +104,8 @@ func TestHookRoutes(t *testing.T) {
 		f.want(f.call(dpo, "POST", base+"/"+h.ID+"/rotate", api.RotateHookRequest{OverlapSeconds: -1}), 400, "invalid_argument")
 
 		a = f.call("", "GET", "/metrics", nil)
-		for _, m := range []string{"lethe_hook_queue_depth 1", "lethe_hook_dead_letters 0", "lethe_hook_deliveries_total 0", "lethe_hook_oldest_pending_seconds"} {
+		for _, m := range []string{"lethe_hook_queue_depth 1", "lethe_hook_dead_letters 0", "lethe_hook_deliveries_total 0", "lethe_hook_oldest_pending_seconds",
+			"lethe_hook_paused 0", "lethe_hook_pauses_total 0"} {
 			if !strings.Contains(string(a.body), m) {
 				t.Errorf("/metrics lacks %q", m)
 			}
@@ -121,6 +129,101 @@ func TestHookRoutes(t *testing.T) {
 			if a.status != 400 || e.Code != "invalid_argument" || e.Field != "id" || strings.Contains(string(a.body), "john") {
 				t.Errorf("%s %s of a malformed id: %d %s, want 400 invalid_argument on id, unquoted", r.method, r.path, a.status, a.body)
 			}
+		}
+	})
+}
+
+// A hook whose receiver keeps failing is paused, and GET .../hooks says so
+// (status, consecutive_failures, paused_until), as /metrics does; a
+// redeliver ends the pause (probing), and the probe's failure pauses it
+// again for the first pause, not twice the last. Every answer is checked
+// against the OpenAPI document.
+func TestHookPauseRoute(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, kind backendKind) {
+		var clock atomic.Int64
+		clock.Store(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC).UnixNano())
+		now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+		f := newStoreFixture(t, kind, func(c *lethe.Config) {
+			c.Now = now
+			c.Hooks = lethe.HooksConfig{Deliver: true, AllowPrivate: true, Poll: 20 * time.Millisecond, BaseDelay: 10 * time.Millisecond,
+				MaxDelay: 50 * time.Millisecond, PerHook: 1, PauseAfter: 2, Pause: time.Minute}
+		}, nil)
+		var mu sync.Mutex
+		requests, delay := 0, time.Duration(0)
+		rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			requests++
+			d := delay
+			mu.Unlock()
+			time.Sleep(d)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(rcv.Close)
+		dpo := f.token("dpo,writer", []string{"hm"})
+		base := "/api/memories/hm/hooks"
+		a := f.call(dpo, "POST", base, api.HookRequest{URL: rcv.URL + "/in", Events: []string{"grain.forget"}})
+		f.want(a, 201, "")
+		var h lethe.HookSecret
+		a.decode(t, &h)
+		if h.Status != lethe.HookActive || h.ConsecutiveFailures != 0 || h.PausedUntil != nil {
+			t.Fatalf("created %s", a.body)
+		}
+		for i := range 3 {
+			g := f.add(dpo, "hm", api.GrainInput{Type: "fact", Subject: fmt.Sprintf("s%d", i), Content: "c"})
+			f.want(f.call(dpo, "POST", "/api/memories/hm/forget", map[string]string{"blob_hash": g}), 200, "")
+		}
+		hook := func() lethe.Hook {
+			t.Helper()
+			a := f.call(dpo, "GET", base, nil)
+			f.want(a, 200, "")
+			var list api.HookList
+			a.decode(t, &list)
+			if len(list.Hooks) != 1 {
+				t.Fatalf("list %s", a.body)
+			}
+			return list.Hooks[0]
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for hook().Status != lethe.HookPaused {
+			if time.Now().After(deadline) {
+				t.Fatalf("the hook is not paused: %+v", hook())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		got := hook()
+		if got.ConsecutiveFailures != 2 || got.PausedUntil == nil || !got.PausedUntil.Equal(now().Add(time.Minute)) {
+			t.Errorf("paused hook %+v, want 2 failures, paused until %v", got, now().Add(time.Minute))
+		}
+		a = f.call("", "GET", "/metrics", nil)
+		for _, m := range []string{"lethe_hook_paused 1", "lethe_hook_pauses_total 1", "lethe_hook_failures_total 2"} {
+			if !strings.Contains(string(a.body), m) {
+				t.Errorf("/metrics lacks %q", m)
+			}
+		}
+
+		// A redeliver ends the pause: probing while the probe is out (the
+		// receiver answers after a second), paused again for a minute once
+		// it failed.
+		clock.Add(int64(30 * time.Second))
+		mu.Lock()
+		delay = time.Second
+		mu.Unlock()
+		f.want(f.call(dpo, "POST", base+"/"+h.ID+"/redeliver", api.RedeliverRequest{}), 200, "")
+		if got := hook(); got.Status != lethe.HookProbing || got.PausedUntil == nil || !got.PausedUntil.Equal(now()) {
+			t.Errorf("after a redeliver, the hook is %+v, want probing since now", got)
+		}
+		deadline = time.Now().Add(20 * time.Second)
+		for got = hook(); got.Status != lethe.HookPaused; got = hook() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the probe did not pause the hook again: %+v", got)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		mu.Lock()
+		n := requests
+		mu.Unlock()
+		if got.ConsecutiveFailures != 3 || !got.PausedUntil.Equal(now().Add(time.Minute)) || n != 3 {
+			t.Errorf("after the probe, the hook is %+v after %d requests; want 3 failures, paused for a minute from now", got, n)
 		}
 	})
 }

@@ -70,7 +70,32 @@ type Hook struct {
 	// PreviousSecretUntil, after a rotation, is when the previous secret
 	// stops signing.
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+	// Status is the state of the hook's deliveries (its Circuit):
+	// StatusActive, StatusFailing, StatusPaused or StatusProbing.
+	Status string `json:"status"`
+	// ConsecutiveFailures counts the hook's failed attempts, of any of its
+	// deliveries, since a receiver last accepted one.
+	ConsecutiveFailures int `json:"consecutive_failures"`
+	// PausedUntil, while the hook is paused or probing, is when its pause
+	// ends or ended.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 }
+
+// The states of a hook's deliveries (Hook.Status).
+const (
+	// StatusActive: the hook's deliveries go out, and the last attempt,
+	// if any, was accepted.
+	StatusActive = "active"
+	// StatusFailing: the hook's deliveries go out, but the last attempts
+	// failed (fewer than PauseAfter).
+	StatusFailing = "failing"
+	// StatusPaused: no delivery of the hook is attempted before
+	// PausedUntil.
+	StatusPaused = "paused"
+	// StatusProbing: the pause has ended; the hook's next due delivery is
+	// tried alone, and resumes the hook if accepted or pauses it again.
+	StatusProbing = "probing"
+)
 
 // Spec describes a hook to create.
 type Spec struct {
@@ -108,9 +133,12 @@ type QueueStats struct {
 	Dead    int64
 	// OldestPending is the age of the oldest pending delivery (0 if none).
 	OldestPending time.Duration
+	// Paused counts the hooks paused or probing (see Circuit).
+	Paused int64
 	// Delivered, Failed and DeadLettered count this process's deliveries
-	// accepted, attempts failed and deliveries dead-lettered.
-	Delivered, Failed, DeadLettered int64
+	// accepted, attempts failed and deliveries dead-lettered; Pauses its
+	// failures that paused a hook, or paused it again.
+	Delivered, Failed, DeadLettered, Pauses int64
 }
 
 // MaxPerMemory bounds the hooks of one memory.
@@ -228,7 +256,7 @@ func (r *Registry) Add(ctx context.Context, spec Spec) (*WithSecret, error) {
 	if err := r.store.CreateHook(ctx, row); err != nil {
 		return nil, err
 	}
-	return &WithSecret{Hook: hookOf(row), Secret: FormatSecret(secret)}, nil
+	return &WithSecret{Hook: hookOf(row, r.now()), Secret: FormatSecret(secret)}, nil
 }
 
 // checkID refuses an id that is not a hook id ("hk_" and 16 lowercase hex
@@ -248,8 +276,9 @@ func (r *Registry) List(ctx context.Context, memory string) ([]Hook, error) {
 		return nil, err
 	}
 	out := make([]Hook, len(rows))
+	now := r.now()
 	for i, row := range rows {
-		out[i] = hookOf(row)
+		out[i] = hookOf(row, now)
 	}
 	return out, nil
 }
@@ -289,7 +318,7 @@ func (r *Registry) Rotate(ctx context.Context, memory, id string, overlap time.D
 	if err != nil {
 		return nil, err
 	}
-	return &WithSecret{Hook: hookOf(*row), Secret: FormatSecret(secret)}, nil
+	return &WithSecret{Hook: hookOf(*row, r.now()), Secret: FormatSecret(secret)}, nil
 }
 
 // Deliveries returns up to 1000 undelivered deliveries of hook id, in
@@ -343,13 +372,13 @@ func (r *Registry) Stats(ctx context.Context) (QueueStats, error) {
 	if err != nil {
 		return QueueStats{}, err
 	}
-	st := QueueStats{Pending: q.Pending, Dead: q.Dead}
+	st := QueueStats{Pending: q.Pending, Dead: q.Dead, Paused: q.Paused}
 	if q.OldestUS != 0 {
 		st.OldestPending = max(0, r.now().Sub(time.UnixMicro(q.OldestUS)))
 	}
 	if r.engine != nil {
 		s := r.engine.Stats()
-		st.Delivered, st.Failed, st.DeadLettered = s.Delivered, s.Failed, s.Dead
+		st.Delivered, st.Failed, st.DeadLettered, st.Pauses = s.Delivered, s.Failed, s.Dead, s.Paused
 	}
 	return st, nil
 }
@@ -440,8 +469,20 @@ func joinEvents(evs []string) string {
 	return "," + strings.Join(evs, ",") + ","
 }
 
-func hookOf(r store.HookRow) Hook {
-	h := Hook{ID: r.ID, Memory: r.Memory, URL: r.URL, CreatedAt: time.UnixMicro(r.CreatedUS).UTC()}
+// hookOf is the hook r at now.
+func hookOf(r store.HookRow, now time.Time) Hook {
+	h := Hook{ID: r.ID, Memory: r.Memory, URL: r.URL, CreatedAt: time.UnixMicro(r.CreatedUS).UTC(),
+		Status: StatusActive, ConsecutiveFailures: r.Failures}
+	switch {
+	case r.PausedUntilUS != 0:
+		t := time.UnixMicro(r.PausedUntilUS).UTC()
+		h.PausedUntil, h.Status = &t, StatusPaused
+		if !now.Before(t) {
+			h.Status = StatusProbing
+		}
+	case r.Failures > 0:
+		h.Status = StatusFailing
+	}
 	if r.Events == "*" {
 		h.Events = []string{"*"}
 	} else {
