@@ -147,7 +147,7 @@ func TestHookPauseRoute(t *testing.T) {
 			c.Now = now
 			c.Hooks = lethe.HooksConfig{Deliver: true, AllowPrivate: true, Poll: 20 * time.Millisecond, BaseDelay: 10 * time.Millisecond,
 				MaxDelay: 50 * time.Millisecond, PerHook: 1, PauseAfter: 2, Pause: time.Minute}
-		}, nil)
+		}, nil, nil)
 		var mu sync.Mutex
 		requests, delay := 0, time.Duration(0)
 		rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
