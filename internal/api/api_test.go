@@ -769,7 +769,7 @@ func testBadInput(f *fixture) {
 		{"recall cursor", "POST", "/recall", "", `{"cursor":"abc"}`, 400, "invalid_argument", "cursor"},
 		{"recall unknown", "POST", "/recall", "", `{"text":"x"}`, 400, "invalid_argument", "text"},
 		{"forget nothing", "POST", "/forget", "", `{}`, 400, "empty_selector", ""},
-		{"forget null", "POST", "/forget", "", `null`, 400, "empty_selector", ""},
+		{"forget null", "POST", "/forget", "", `null`, 400, "invalid_argument", ""},
 		{"forget empty subject", "POST", "/forget", "", `{"subject":""}`, 400, "empty_selector", "subject"},
 		{"forget blank subject", "POST", "/forget", "", `{"subject":"  "}`, 400, "empty_selector", "subject"},
 		{"forget empty user", "POST", "/forget", "", `{"user_id":""}`, 400, "empty_selector", "user_id"},
@@ -836,6 +836,18 @@ func testBadInput(f *fixture) {
 		{"purge malformed namespace", "POST", "/purge/stale", "", `{"namespace":"yesterday!","dry_run":true}`, 400, "invalid_argument", "namespace"},
 		{"risk-sweep batch over 10000", "POST", "/risk-sweep", "", `{"batch":10001,"dry_run":true}`, 400, "too_large", "batch"},
 		{"risk-sweep negative batch", "POST", "/risk-sweep", "", `{"batch":-1,"dry_run":true}`, 400, "invalid_argument", "batch"},
+		// JSON null is never "left out": refused where the document says no
+		// nullable, naming it (within metadata, the metadata).
+		{"null limit", "POST", "/recall", "", `{"limit":null}`, 400, "invalid_argument", "limit"},
+		{"null tags filter", "POST", "/recall", "", `{"tags":null}`, 400, "invalid_argument", "tags"},
+		{"null unknown field", "POST", "/recall", "", `{"colour":null}`, 400, "invalid_argument", "colour"},
+		{"null in a batch", "POST", "/grains", "", `{"grains":[{"type":"fact","subject":"x","pinned":null}]}`, 400, "invalid_argument", "grains[0].pinned"},
+		{"null metadata value", "POST", "/grains", "", `{"type":"fact","subject":"x","metadata":{"k":null}}`, 400, "invalid_argument", "metadata"},
+		{"null embedding item", "POST", "/grains", "", `{"type":"fact","subject":"x","embedding":[1,null]}`, 400, "invalid_argument", "embedding[1]"},
+		{"null forget selector", "POST", "/forget", "", `{"subject":null}`, 400, "invalid_argument", "subject"},
+		{"null dry run", "POST", "/forget", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","dry_run":null}`, 400, "invalid_argument", "dry_run"},
+		{"null created_at in supersede", "POST", "/supersede", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","created_at":null}`, 400, "invalid_argument", "created_at"},
+		{"null hold", "POST", "/holds", "", `{"user_id":null}`, 400, "invalid_argument", "user_id"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}

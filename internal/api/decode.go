@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,9 +54,18 @@ func tooLarge(limit int64) error {
 
 // decodeStrict decodes one JSON value into v: unknown fields, wrong types
 // and trailing data are errors, and so is what encoding/json would
-// silently repair (see checkJSON). The errors name fields, never values.
+// silently repair (see checkJSON). So is JSON null, which encoding/json
+// takes for "left out", except as the value of a top-level key that v's
+// nullable method names (a supersede's fields, whose null is their empty
+// value). The errors name fields, never values.
 func decodeStrict(b []byte, v any) error {
-	if err := checkJSON(b); err != nil {
+	var nullable []string
+	if n, ok := v.(interface{ nullable() []string }); ok {
+		nullable = n.nullable()
+	}
+	err := checkJSON(b, nullable)
+	var null *nullError
+	if err != nil && !errors.As(err, &null) {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -65,6 +75,11 @@ func decodeStrict(b []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return grains.Errorf(lethe.CodeInvalidArgument, "trailing data after the JSON value")
+	}
+	if null != nil {
+		// After decoding, so that an unknown field, a wrong type or a
+		// syntax error elsewhere is answered as such.
+		return null.err()
 	}
 	return nil
 }
@@ -87,34 +102,63 @@ func decode(c *gin.Context, limit int64, v any) ([]byte, error) {
 //   - a key twice in one object, where the last would win;
 //   - outside metadata, a key that is not lowercase ASCII: field names
 //     are, and encoding/json matches them case-insensitively ("Subject"
-//     would set subject, and {"subject":"a","Subject":"b"} store "b").
+//     would set subject, and {"subject":"a","Subject":"b"} store "b");
+//   - null, which it decodes as the field left out ({"limit": null} would
+//     be no limit, {"tags": null} no tags filter): as the body, a value or
+//     an item, except as the value of a top-level key nullable names.
+//     That error is a *nullError, which decodeStrict answers only once the
+//     body decoded.
 //
 // It runs before decoding; syntax errors are left to the decoder.
-func checkJSON(b []byte) error {
+func checkJSON(b []byte, nullable []string) error {
 	if !utf8.Valid(b) {
 		return grains.Errorf(lethe.CodeInvalidArgument, "the body is not valid UTF-8")
 	}
 	if err := checkEscapes(b); err != nil {
 		return err
 	}
-	if err, ok := checkKeysFast(b); ok {
+	if err, ok := checkKeysFast(b, nullable); ok {
 		return err
 	}
-	return checkKeys(b)
+	return checkKeys(b, nullable)
 }
 
-// checkKeys is checkJSON's check of the keys, through encoding/json's
-// tokens: any JSON, but a token and often a map per value (5.7 ms and
-// 133,000 allocations for a batch of 1,000 grains). checkKeysFast answers
-// the common bodies first.
-func checkKeys(b []byte) error {
+// nullError is a JSON null where the API takes none, at field (a JSON
+// path: grains[2].tags[0]; "" for the body itself). Within a metadata
+// object it names the metadata: its keys are data.
+type nullError struct {
+	field string
+	body  bool
+}
+
+func (e *nullError) Error() string { return e.err().Error() }
+
+const nullHint = "null never means left out: leave an optional field out"
+
+// err is the error the API answers.
+func (e *nullError) err() error {
+	switch {
+	case e.body:
+		return grains.Errorf(lethe.CodeInvalidArgument, "the body must be an object, not null")
+	case fieldName.MatchString(e.field):
+		return &lethe.Error{Code: lethe.CodeInvalidArgument, Field: e.field, Message: "must not be null", Hint: nullHint}
+	}
+	return &lethe.Error{Code: lethe.CodeInvalidArgument, Message: "a value is null", Hint: nullHint}
+}
+
+// checkKeys is checkJSON's check of the keys and nulls, through
+// encoding/json's tokens: any JSON, but a token and often a map per value
+// (5.7 ms and 133,000 allocations for a batch of 1,000 grains).
+// checkKeysFast answers the common bodies first.
+func checkKeys(b []byte, nullable []string) error {
 	type frame struct {
 		obj, meta bool
 		keys      map[string]struct{}
-		key       bool // an object expecting a key
+		key       bool   // an object expecting a key
+		cur       string // an object's last key
+		items     int    // an array's items so far
 	}
 	var stack []*frame
-	lastKey := ""
 	done := func() { // a value ended
 		if n := len(stack); n > 0 && stack[n-1].obj {
 			stack[n-1].key = true
@@ -131,39 +175,69 @@ func checkKeys(b []byte) error {
 		if n := len(stack); n > 0 {
 			top = stack[n-1]
 		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				f := &frame{obj: t == '{', key: t == '{'}
-				if f.obj {
-					f.keys = map[string]struct{}{}
-					f.meta = top != nil && top.obj && !top.meta && lastKey == "metadata"
-				}
-				stack = append(stack, f)
-			default:
-				stack = stack[:len(stack)-1]
-				done()
+		if str, ok := tok.(string); ok && top != nil && top.obj && top.key {
+			if _, dup := top.keys[str]; dup {
+				return keyError(str, "repeated key")
 			}
-		case string:
-			if top != nil && top.obj && top.key {
-				if _, dup := top.keys[t]; dup {
-					return keyError(t, "repeated key")
-				}
-				if len(top.keys) < 1<<16 {
-					top.keys[t] = struct{}{}
-				}
-				if !top.meta && !lowerASCII(t) {
-					return keyError(t, "unknown field (field names are lowercase)")
-				}
-				top.key, lastKey = false, t
+			if len(top.keys) < 1<<16 {
+				top.keys[str] = struct{}{}
+			}
+			if !top.meta && !lowerASCII(str) {
+				return keyError(str, "unknown field (field names are lowercase)")
+			}
+			top.key, top.cur = false, str
+			continue
+		}
+		// A value starts, or a container ends.
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			done()
+			continue
+		}
+		if top != nil && !top.obj {
+			top.items++
+		}
+		switch t := tok.(type) {
+		case json.Delim: // '{' or '['
+			f := &frame{obj: t == '{', key: t == '{'}
+			if f.obj {
+				f.keys = map[string]struct{}{}
+				f.meta = top != nil && top.obj && !top.meta && top.cur == "metadata"
+			}
+			stack = append(stack, f)
+		case nil:
+			if len(stack) == 1 && top.obj && slices.Contains(nullable, top.cur) {
+				done()
 				continue
 			}
-			done()
+			e := &nullError{body: top == nil}
+			var p []byte
+			for _, f := range stack {
+				if f.meta {
+					break
+				}
+				p = appendPathStep(p, f.obj, f.cur, f.items-1)
+			}
+			e.field = string(p)
+			return e
 		default:
 			done()
 		}
 	}
+}
+
+// appendPathStep appends a step of a JSON path to p: .key (or key first)
+// in an object, [i] in an array.
+func appendPathStep[S string | []byte](p []byte, obj bool, key S, i int) []byte {
+	if !obj {
+		p = append(p, '[')
+		p = strconv.AppendInt(p, int64(i), 10)
+		return append(p, ']')
+	}
+	if len(p) > 0 {
+		p = append(p, '.')
+	}
+	return append(p, key...)
 }
 
 func keyError(key, msg string) error {
@@ -366,19 +440,16 @@ func kindName(t reflect.Type) string {
 }
 
 // checkKeysFast is checkKeys for one JSON value whose keys hold no escape:
-// a scan of the bytes, the keys compared as they are written. ok is false
+// a scan of the bytes, the keys compared as they are written, nulls found
+// as they are read. ok is false
 // when the body is anything else (a syntax error, data after the value, an
 // escaped key, an object of more than keysMax keys, which it compares
 // pairwise, nesting deeper than depthMax), and then only checkKeys
 // answers. What checkKeysFast answers is what checkKeys would
 // (TestCheckKeysFastAgreesWithTokens).
-func checkKeysFast(b []byte) (err error, ok bool) {
+func checkKeysFast(b []byte, nullable []string) (err error, ok bool) {
 	const depthMax, keysMax = 1000, 32
-	type frame struct {
-		obj, meta bool
-		keys      int // the object's keys are keys[frame.keys:]
-	}
-	var stackBuf [16]frame
+	var stackBuf [16]scanFrame
 	var keysBuf [32][]byte
 	stack, keys := stackBuf[:0], keysBuf[:0]
 	i := 0
@@ -455,8 +526,10 @@ func checkKeysFast(b []byte) (err error, ok bool) {
 		return true
 	}
 	// value reads one value at b[i], after its space; containers push a
-	// frame and return, their contents read by the loop below.
+	// frame and return, their contents read by the loop below. It sets
+	// null for a null that nullable does not allow.
 	lastKey := []byte(nil)
+	null := false
 	value := func() bool {
 		space()
 		if i >= len(b) {
@@ -467,11 +540,11 @@ func checkKeysFast(b []byte) (err error, ok bool) {
 			if len(stack) == depthMax {
 				return false
 			}
-			var top *frame
+			var top *scanFrame
 			if n := len(stack); n > 0 {
 				top = &stack[n-1]
 			}
-			f := frame{obj: c == '{', keys: len(keys)}
+			f := scanFrame{obj: c == '{', keys: len(keys)}
 			f.meta = f.obj && top != nil && top.obj && !top.meta && string(lastKey) == "metadata"
 			stack = append(stack, f)
 			i++
@@ -479,8 +552,16 @@ func checkKeysFast(b []byte) (err error, ok bool) {
 			if _, _, ok := str(); !ok {
 				return false
 			}
-		case c == 't' || c == 'f' || c == 'n':
-			for _, lit := range []string{"true", "false", "null"} {
+		case c == 'n':
+			if len(b)-i < 4 || string(b[i:i+4]) != "null" {
+				return false
+			}
+			i += 4
+			if len(stack) != 1 || !stack[0].obj || !slices.Contains(nullable, string(keys[len(keys)-1])) {
+				null = true
+			}
+		case c == 't' || c == 'f':
+			for _, lit := range []string{"true", "false"} {
 				if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
 					i += len(lit)
 					return true
@@ -494,6 +575,9 @@ func checkKeysFast(b []byte) (err error, ok bool) {
 	}
 	if !value() {
 		return nil, false
+	}
+	if null {
+		return &nullError{body: true}, true
 	}
 	// first: the innermost container was just opened, so its first member
 	// (or its end) comes next, not a comma.
@@ -545,12 +629,48 @@ func checkKeysFast(b []byte) (err error, ok bool) {
 			}
 			i++
 		}
+		if !top.obj {
+			top.items++
+		}
 		n := len(stack)
 		if !value() {
 			return nil, false
+		}
+		if null {
+			return &nullError{field: nullPath(stack, keys)}, true
 		}
 		first = len(stack) > n
 	}
 	space()
 	return nil, i == len(b)
+}
+
+// scanFrame is an open object or array of checkKeysFast.
+type scanFrame struct {
+	obj, meta bool
+	keys      int // the object's keys are keys[scanFrame.keys:]
+	items     int // an array's items so far
+}
+
+// nullPath is the JSON path of the value checkKeysFast just read in the
+// innermost of stack, up to a metadata object (its keys are data).
+func nullPath(stack []scanFrame, keys [][]byte) string {
+	var p []byte
+	for d, f := range stack {
+		if f.meta {
+			break
+		}
+		var key []byte
+		if f.obj {
+			// An object's current key is its last: the one before its
+			// child's keys, or the last of all for the innermost.
+			end := len(keys)
+			if d+1 < len(stack) {
+				end = stack[d+1].keys
+			}
+			key = keys[end-1]
+		}
+		p = appendPathStep(p, f.obj, key, f.items-1)
+	}
+	return string(p)
 }

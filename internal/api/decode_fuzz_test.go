@@ -3,12 +3,15 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"pgregory.net/rapid"
+
+	"github.com/lethe-io/lethe"
 )
 
 // FuzzCheckJSON checks what checkJSON promises: a body it lets through
@@ -25,10 +28,12 @@ func FuzzCheckJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if got, ok := checkKeysFast(b); ok && fmt.Sprint(got) != fmt.Sprint(checkKeys(b)) {
-			t.Fatalf("%q: checkKeysFast %v, checkKeys %v", b, got, checkKeys(b))
+		for _, nullable := range [][]string{nil, {"a", "tags"}} {
+			if got, ok := checkKeysFast(b, nullable); ok && fmt.Sprint(got) != fmt.Sprint(checkKeys(b, nullable)) {
+				t.Fatalf("%q: checkKeysFast %v, checkKeys %v", b, got, checkKeys(b, nullable))
+			}
 		}
-		if checkJSON(b) != nil || !json.Valid(b) {
+		if checkJSON(b, nil) != nil || !json.Valid(b) {
 			return
 		}
 		var v any
@@ -159,12 +164,16 @@ func TestCheckKeysFastAgreesWithTokens(t *testing.T) {
 			body += " " + value(t, 0)
 		}
 		b := []byte(body)
-		got, ok := checkKeysFast(b)
+		var nullable []string
+		if rapid.Bool().Draw(t, "nullable") {
+			nullable = []string{"a", "subject", "tags"}
+		}
+		got, ok := checkKeysFast(b, nullable)
 		if !ok {
 			return
 		}
 		fast++
-		if want := checkKeys(b); fmt.Sprint(got) != fmt.Sprint(want) {
+		if want := checkKeys(b, nullable); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("%s: checkKeysFast %v, checkKeys %v", body, got, want)
 		}
 	})
@@ -174,9 +183,10 @@ func TestCheckKeysFastAgreesWithTokens(t *testing.T) {
 	// What a random body rarely holds: metadata within metadata, and
 	// objects within a metadata object (their keys are checked).
 	for _, body := range []string{`{"metadata":{"metadata":{"Subject":1}}}`, `{"metadata":{"K":[{"K":1}]}}`,
-		`[{"metadata":{"A":1}}]`, `{"a":{"metadata":{"B":1}}}`, `{"metadata":{"x":{"C":1}}}`, `{"metadata":{"A":1,"A":2}}`} {
-		got, ok := checkKeysFast([]byte(body))
-		if want := checkKeys([]byte(body)); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+		`[{"metadata":{"A":1}}]`, `{"a":{"metadata":{"B":1}}}`, `{"metadata":{"x":{"C":1}}}`, `{"metadata":{"A":1,"A":2}}`,
+		`{"metadata":{"K":null}}`, `{"a":[{"b":[1,null]}]}`, `{"metadata":{"x":[{"y":null}]}}`, `null`, `[null]`} {
+		got, ok := checkKeysFast([]byte(body), nil)
+		if want := checkKeys([]byte(body), nil); !ok || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: checkKeysFast %v (answered %v), checkKeys %v", body, got, ok, want)
 		}
 	}
@@ -199,7 +209,7 @@ func BenchmarkCheckJSON(b *testing.B) {
 		b.Run(c.name+"/scan", func(b *testing.B) {
 			b.SetBytes(int64(len(c.body)))
 			for b.Loop() {
-				if err, ok := checkKeysFast(c.body); err != nil || !ok {
+				if err, ok := checkKeysFast(c.body, nil); err != nil || !ok {
 					b.Fatal(err, ok)
 				}
 			}
@@ -207,9 +217,66 @@ func BenchmarkCheckJSON(b *testing.B) {
 		b.Run(c.name+"/tokens", func(b *testing.B) {
 			b.SetBytes(int64(len(c.body)))
 			for b.Loop() {
-				if err := checkKeys(c.body); err != nil {
+				if err := checkKeys(c.body, nil); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// TestDecodeStrictNull checks that JSON null is refused, naming its path,
+// wherever the request does not allow it, and allowed where it does (a
+// supersede's settable fields), whichever of checkKeysFast and checkKeys
+// reads the body; and that an unknown field or a wrong type elsewhere is
+// answered first, as without the null.
+func TestDecodeStrictNull(t *testing.T) {
+	many := `{`
+	for i := range 40 { // more keys than checkKeysFast compares
+		many += fmt.Sprintf(`"k%d":"v",`, i)
+	}
+	many = strings.TrimSuffix(many, ",") + `,"limit":null}`
+	type loose struct {
+		Limit int               `json:"limit"`
+		Tags  []string          `json:"tags"`
+		Meta  map[string]string `json:"metadata"`
+		G     []struct {
+			Tags []string `json:"tags"`
+		} `json:"grains"`
+	}
+	cases := []struct {
+		name, body string
+		v          func() any
+		wantField  string // "" and wantMsg "": no error
+		wantMsg    string
+	}{
+		{"body", `null`, func() any { return &RecallRequest{} }, "", "the body must be an object, not null"},
+		{"field", `{"limit":null}`, func() any { return &RecallRequest{} }, "limit", "null"},
+		{"item", `{"grains":[{"tags":["a",null]}]}`, func() any { return &loose{} }, "grains[0].tags[1]", "null"},
+		{"metadata value", `{"metadata":{"Key":null}}`, func() any { return &loose{} }, "metadata", "null"},
+		{"escaped key", `{"lim\u0069t":null}`, func() any { return &loose{} }, "limit", "null"},
+		{"many keys", many, func() any { return &map[string]any{} }, "limit", "null"},
+		{"unknown field first", `{"limit":null,"colour":1}`, func() any { return &RecallRequest{} }, "colour", "unknown field"},
+		{"wrong type first", `{"limit":null,"tags":"a"}`, func() any { return &RecallRequest{} }, "tags", "wrong type"},
+		{"supersede", `{"blob_hash":"` + strings.Repeat("a", 64) + `","tags":null,"content":null,"pinned":null}`,
+			func() any { return &SupersedeRequest{} }, "", ""},
+		{"supersede created_at", `{"blob_hash":"` + strings.Repeat("a", 64) + `","created_at":null}`,
+			func() any { return &SupersedeRequest{} }, "created_at", "null"},
+		{"supersede nested", `{"blob_hash":"` + strings.Repeat("a", 64) + `","tags":[null]}`,
+			func() any { return &SupersedeRequest{} }, "tags[0]", "null"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := decodeStrict([]byte(c.body), c.v())
+			if c.wantMsg == "" {
+				if err != nil {
+					t.Fatalf("%s: %v, want no error", c.body, err)
+				}
+				return
+			}
+			var le *lethe.Error
+			if !errors.As(err, &le) || le.Code != lethe.CodeInvalidArgument || le.Field != c.wantField || !strings.Contains(le.Message, c.wantMsg) {
+				t.Fatalf("%s: %#v, want invalid_argument on %q saying %q", c.body, err, c.wantField, c.wantMsg)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -37,15 +36,9 @@ func (s *Server) addGrains(c *gin.Context) {
 	if err == nil {
 		err = decodeStrict(body, &req)
 	}
-	// encoding/json takes null for an empty value: a null body would be a
-	// grain with no field, {"grains": null} one too.
-	switch {
-	case err != nil:
-	case bytes.Equal(bytes.TrimSpace(body), []byte("null")):
-		err = grains.Errorf(lethe.CodeInvalidArgument, `the body must be an object: one grain, or {"grains": [...]}`)
-	case batch && req.Grains == nil:
-		err = grains.FieldError(lethe.CodeInvalidArgument, "grains", "must be an array of grains")
-	case req.Grains == nil:
+	// decodeStrict refuses null: a null body (no grain), {"grains": null}
+	// (no batch), a null tag.
+	if err == nil && req.Grains == nil {
 		err = checkTags("tags", req.Tags)
 	}
 	for i := 0; err == nil && i < len(req.Grains); i++ {

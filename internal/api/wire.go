@@ -178,6 +178,10 @@ type SupersedeRequest struct {
 	Set []string `json:"-"`
 }
 
+// nullable names the fields a supersede's body may give as null, their
+// empty value (see decodeStrict): the settable ones.
+func (r *SupersedeRequest) nullable() []string { return grains.SettableFields }
+
 // readKeys records the settable fields the body names.
 func (r *SupersedeRequest) readKeys(body []byte) {
 	var m map[string]json.RawMessage
