@@ -848,6 +848,11 @@ func testBadInput(f *fixture) {
 		{"null dry run", "POST", "/forget", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","dry_run":null}`, 400, "invalid_argument", "dry_run"},
 		{"null created_at in supersede", "POST", "/supersede", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","created_at":null}`, 400, "invalid_argument", "created_at"},
 		{"null hold", "POST", "/holds", "", `{"user_id":null}`, 400, "invalid_argument", "user_id"},
+		// A query parameter given empty is never "every value".
+		{"requests empty status", "GET", "/erasure-requests?status=", "", "", 400, "invalid_argument", "status"},
+		{"requests empty due date", "GET", "/erasure-requests?due_before=", "", "", 400, "invalid_argument", "due_before"},
+		{"requests empty overdue", "GET", "/erasure-requests?overdue=&status=pending", "", "", 400, "invalid_argument", "overdue"},
+		{"deliveries empty state", "GET", "/hooks/hk_0000000000000000/deliveries?state=", "", "", 400, "invalid_argument", "state"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}

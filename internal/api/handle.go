@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // handle returns the handler of a route with a JSON body: it decodes the
@@ -30,6 +31,17 @@ func handle[Req any](s *Server, do func(c *gin.Context, req *Req) (reply, error)
 		}
 		r.send(c)
 	}
+}
+
+// queryParam returns the query parameter name, "" when it is left out. A
+// parameter given empty (?status=) is 400 invalid_argument naming it: an
+// empty value is never "every value", as an empty recall filter is not.
+func queryParam(c *gin.Context, name string) (string, error) {
+	v, ok := c.GetQuery(name)
+	if ok && v == "" {
+		return "", grains.FieldError(lethe.CodeInvalidArgument, name, "empty: leave the parameter out")
+	}
+	return v, nil
 }
 
 // keysReader is a request that also needs the keys its body gives, not

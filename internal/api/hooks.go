@@ -119,7 +119,12 @@ func (s *Server) rotateHook(c *gin.Context, req *RotateHookRequest) (reply, erro
 }
 
 func (s *Server) hookDeliveries(c *gin.Context) {
-	ds, err := s.lib.HookDeliveries(c.Request.Context(), c.Param("memory"), c.Param("id"), c.Query("state"))
+	state, err := queryParam(c, "state")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ds, err := s.lib.HookDeliveries(c.Request.Context(), c.Param("memory"), c.Param("id"), state)
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -114,17 +114,27 @@ func (s *Server) getRequest(c *gin.Context) {
 
 // listRequests lists requests by status (?status=), due date
 // (?due_before=RFC 3339) or overdue (?overdue=true).
+// A parameter given empty is refused (queryParam).
 func (s *Server) listRequests(c *gin.Context) {
-	f := lethe.RequestFilter{Status: lethe.RequestStatus(c.Query("status"))}
-	if v := c.Query("due_before"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
+	var q [3]string
+	for i, name := range []string{"status", "due_before", "overdue"} {
+		v, err := queryParam(c, name)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		q[i] = v
+	}
+	f := lethe.RequestFilter{Status: lethe.RequestStatus(q[0])}
+	if q[1] != "" {
+		t, err := time.Parse(time.RFC3339, q[1])
 		if err != nil {
 			s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "due_before", "must be an RFC 3339 time"))
 			return
 		}
 		f.DueBefore = t
 	}
-	switch c.Query("overdue") {
+	switch q[2] {
 	case "", "false":
 	case "true":
 		f.Overdue = true
@@ -189,7 +199,11 @@ func (s *Server) certificate(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	format := c.Query("format")
+	format, err := queryParam(c, "format")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
 	switch format {
 	case "", "json", "html":
 	default:
