@@ -853,6 +853,12 @@ func testBadInput(f *fixture) {
 		{"requests empty due date", "GET", "/erasure-requests?due_before=", "", "", 400, "invalid_argument", "due_before"},
 		{"requests empty overdue", "GET", "/erasure-requests?overdue=&status=pending", "", "", 400, "invalid_argument", "overdue"},
 		{"deliveries empty state", "GET", "/hooks/hk_0000000000000000/deliveries?state=", "", "", 400, "invalid_argument", "state"},
+		// Nor is an empty type, namespace, curve or trigger.
+		{"recall empty type", "POST", "/recall", "", `{"type":""}`, 400, "invalid_argument", "type"},
+		{"recall empty namespace", "POST", "/recall", "", `{"subject":"x","namespace":""}`, 400, "invalid_argument", "namespace"},
+		{"purge empty namespace", "POST", "/purge/stale", "", `{"namespace":"","dry_run":true}`, 400, "invalid_argument", "namespace"},
+		{"purge empty curve", "POST", "/purge/stale", "", `{"curve":"","dry_run":true}`, 400, "invalid_argument", "curve"},
+		{"archive empty trigger", "POST", "/archive", "", `{"trigger":"","dry_run":true}`, 400, "invalid_argument", "trigger"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}

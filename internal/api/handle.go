@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 
@@ -23,6 +24,12 @@ func handle[Req any](s *Server, do func(c *gin.Context, req *Req) (reply, error)
 		}
 		if k, ok := any(&req).(keysReader); ok {
 			k.readKeys(b)
+		}
+		if e, ok := any(&req).(emptyRefuser); ok {
+			if err := refuseEmpty(b, e.refusedEmpty()); err != nil {
+				s.fail(c, err)
+				return
+			}
 		}
 		r, err := do(c, &req)
 		if err != nil {
@@ -48,6 +55,28 @@ func queryParam(c *gin.Context, name string) (string, error) {
 // only their values (a supersede tells "content": "" from no content).
 type keysReader interface {
 	readKeys(body []byte)
+}
+
+// emptyRefuser is a request whose fields refusedEmpty names are refused
+// when the body gives them as "", not read as left out: an enum's or a
+// namespace's empty value is never a default.
+type emptyRefuser interface {
+	refusedEmpty() []string
+}
+
+// refuseEmpty answers 400 invalid_argument naming the first of fields the
+// JSON object body gives as "".
+func refuseEmpty(body []byte, fields []string) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	for _, f := range fields {
+		if string(m[f]) == `""` {
+			return grains.FieldError(lethe.CodeInvalidArgument, f, "empty: leave the field out")
+		}
+	}
+	return nil
 }
 
 // A reply is the answer to a request a handler served.

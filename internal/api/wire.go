@@ -107,30 +107,33 @@ type RecallRequest struct {
 	// lethe.Query.Text).
 	Text      string    `json:"query,omitempty"`
 	Embedding []float32 `json:"embedding,omitempty"`
-	// given names the value filters (grains.ValueFilters) the body
-	// gives, empty or not: read from its keys by the server.
+	// given names the filters (grains.ValueFilters, type and namespace)
+	// the body gives, empty or not: read from its keys by the server.
 	given []string
 }
 
-// readKeys records the value filters the body names.
+// readKeys records the filters the body names.
 func (r *RecallRequest) readKeys(body []byte) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil {
 		return
 	}
 	r.given = r.given[:0]
-	for _, f := range grains.ValueFilters {
-		if _, ok := m[f]; ok {
-			r.given = append(r.given, f)
+	for _, fs := range [][]string{grains.ValueFilters, {"type", "namespace"}} {
+		for _, f := range fs {
+			if _, ok := m[f]; ok {
+				r.given = append(r.given, f)
+			}
 		}
 	}
 }
 
-// checkFilters refuses a value filter the body gives empty: "" never
-// means "every value" (a filter left out does).
+// checkFilters refuses a filter the body gives empty: "" never means
+// "every value" (a filter left out does), nor every type or namespace.
 func (r *RecallRequest) checkFilters() error {
 	for _, f := range r.given {
-		v := map[string]string{"subject": r.Subject, "relation": r.Relation, "object": r.Object, "user_id": r.UserID}[f]
+		v := map[string]string{"subject": r.Subject, "relation": r.Relation, "object": r.Object, "user_id": r.UserID,
+			"type": r.Type, "namespace": r.Namespace}[f]
 		if strings.TrimSpace(v) == "" {
 			return grains.EmptyFilter(f)
 		}
@@ -385,6 +388,10 @@ type PurgeRequest struct {
 	DryRun       bool     `json:"dry_run,omitempty"`
 }
 
+// refusedEmpty names the fields a purge's body may not give as "": an
+// empty namespace or curve is never the policy's (leave the field out).
+func (r *PurgeRequest) refusedEmpty() []string { return []string{"curve", "namespace"} }
+
 // Options returns r as the library's options for memory.
 func (r *PurgeRequest) Options(memory string) lethe.PurgeOptions {
 	return lethe.PurgeOptions{Memory: memory, Curve: lethe.Curve(r.Curve), HalfLifeDays: r.HalfLifeDays,
@@ -407,6 +414,10 @@ type ArchiveRequest struct {
 	Trigger string   `json:"trigger,omitempty"`
 	DryRun  bool     `json:"dry_run,omitempty"`
 }
+
+// refusedEmpty names the fields an archive's body may not give as "": an
+// empty trigger is not the default one (leave the field out).
+func (r *ArchiveRequest) refusedEmpty() []string { return []string{"trigger"} }
 
 // RiskSweepRequest is the body of POST .../risk-sweep.
 type RiskSweepRequest struct {
