@@ -859,6 +859,8 @@ func testBadInput(f *fixture) {
 		{"purge empty namespace", "POST", "/purge/stale", "", `{"namespace":"","dry_run":true}`, 400, "invalid_argument", "namespace"},
 		{"purge empty curve", "POST", "/purge/stale", "", `{"curve":"","dry_run":true}`, 400, "invalid_argument", "curve"},
 		{"archive empty trigger", "POST", "/archive", "", `{"trigger":"","dry_run":true}`, 400, "invalid_argument", "trigger"},
+		// In a grain, an empty namespace is the default, an empty user none.
+		{"add empty namespace and user", "POST", "/grains", "", `{"type":"fact","subject":"empty-ns","namespace":"","user_id":""}`, 201, "", ""},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}
