@@ -861,6 +861,10 @@ func testBadInput(f *fixture) {
 		{"archive empty trigger", "POST", "/archive", "", `{"trigger":"","dry_run":true}`, 400, "invalid_argument", "trigger"},
 		// In a grain, an empty namespace is the default, an empty user none.
 		{"add empty namespace and user", "POST", "/grains", "", `{"type":"fact","subject":"empty-ns","namespace":"","user_id":""}`, 201, "", ""},
+		// Hashes narrowed by a subject or user: those are checked as a
+		// forget by them is, before any lookup.
+		{"forget narrowed by a 257-byte user", "POST", "/forget", "", `{"hashes":["` + strings.Repeat("a", 64) + `"],"user_id":"` + strings.Repeat("u", 257) + `"}`, 400, "too_large", "user_id"},
+		{"forget narrowed by a NUL subject", "POST", "/forget", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","subject":"a\u0000"}`, 400, "invalid_argument", "subject"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}

@@ -504,6 +504,12 @@ func (s *Server) narrow(c *gin.Context, sel lethe.Selector) (*lethe.Selector, er
 	if len(hashes) > grains.MaxBatch {
 		return nil, grains.FieldError(lethe.CodeTooLarge, "hashes", "at most 10000 hashes")
 	}
+	// The hashes, subject and user are checked as the library checks a
+	// forget by them (a user id of 257 bytes, a NUL), before any lookup.
+	check := lethe.Selector{Memory: sel.Memory, Hashes: hashes, Subject: sel.Subject, UserID: sel.UserID}
+	if err := check.Validate(); err != nil {
+		return nil, err
+	}
 	// Compared as the library's forget by subject (case and spaces folded)
 	// and by user (exact) compare.
 	matches := func(g *lethe.Grain) bool {
