@@ -865,6 +865,10 @@ func testBadInput(f *fixture) {
 		// forget by them is, before any lookup.
 		{"forget narrowed by a 257-byte user", "POST", "/forget", "", `{"hashes":["` + strings.Repeat("a", 64) + `"],"user_id":"` + strings.Repeat("u", 257) + `"}`, 400, "too_large", "user_id"},
 		{"forget narrowed by a NUL subject", "POST", "/forget", "", `{"blob_hash":"` + strings.Repeat("a", 64) + `","subject":"a\u0000"}`, 400, "invalid_argument", "subject"},
+		// A recall's scope: one leading and one trailing '/' dropped,
+		// never more.
+		{"recall malformed scope", "POST", "/recall", "", `{"scope":"/acme//"}`, 400, "invalid_scope", "scope"},
+		{"recall slashes", "POST", "/recall", "", `{"scope":"///"}`, 400, "invalid_scope", "scope"},
 		{"wrong method", "DELETE", "/grains", "", "", 405, "method_not_allowed", ""},
 		{"no route", "GET", "/nothing", "", "", 404, "route_not_found", ""},
 	}
@@ -897,6 +901,12 @@ func testBadInput(f *fixture) {
 			strings.Contains(string(a.body), "got ") || strings.Contains(string(a.body), "decay.") {
 			f.t.Errorf("%s: the error quotes the input, or names the policy's key: %s", c.name, short)
 		}
+	}
+	// A scope-limited token's recall scope is checked before it is
+	// narrowed to the token's.
+	scoped := f.token("reader", []string{"default"}, "acme")
+	for _, sc := range []string{"/acme//", "acme//", "//acme"} {
+		f.wantField(f.call(scoped, "POST", base+"/recall", map[string]any{"scope": sc}), 400, "invalid_scope", "scope")
 	}
 	// A null body is no grain: refused as not an object, not as a grain
 	// without a type.

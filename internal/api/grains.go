@@ -150,6 +150,11 @@ func pageReply(p *lethe.Page) any {
 // recallQuery runs q, kept within a scope-limited token's scopes.
 func (s *Server) recallQuery(c *gin.Context, q lethe.Query) (*lethe.Page, error) {
 	if tok := tokenOf(c); tok.Scoped() {
+		// Checked as the library checks it before it is narrowed, which
+		// would read "/acme//" as "acme".
+		if err := grains.ValidateScope(grains.TrimScope(q.Scope)); err != nil {
+			return nil, err
+		}
 		scope, ok := tok.NarrowScope(q.Scope)
 		if !ok {
 			return nil, &lethe.Error{Code: CodeForbidden, Field: "scope", Message: "outside this token's scopes",

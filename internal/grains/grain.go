@@ -155,9 +155,8 @@ func (g *Grain) Normalize() {
 	if g.Salience == 0 {
 		g.Salience = 1
 	}
-	// At most one leading and one trailing '/' are dropped, as CleanScope
-	// does: "/acme//" is refused by Validate, never stored as "acme".
-	g.Scope = strings.TrimSuffix(strings.TrimPrefix(g.Scope, "/"), "/")
+	// "/acme//" is refused by Validate, never stored as "acme".
+	g.Scope = TrimScope(g.Scope)
 	for _, f := range []*string{&g.Subject, &g.Relation, &g.Object, &g.Content, &g.UserID} {
 		*f = NormalizeText(*f)
 	}
@@ -338,6 +337,13 @@ func ValidateScope(path string) error {
 	return nil
 }
 
+// TrimScope drops at most one leading and one trailing '/' of a scope path
+// (a grain's, a query's, CleanScope's), and nothing else: "/acme/" is
+// "acme", "/acme//" stays malformed for ValidateScope.
+func TrimScope(path string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(path, "/"), "/")
+}
+
 // CleanScope returns a scope path named by a call that selects by scope
 // (erase, holds, token scopes): at most one leading and one trailing '/'
 // are dropped, and what remains must be a valid, non-empty path. Nothing
@@ -347,8 +353,7 @@ func CleanScope(path string) (string, error) {
 	if len(path) > MaxScopeBytes+2 {
 		return "", FieldError(CodeInvalidScope, "scope", "path too long")
 	}
-	p := strings.TrimPrefix(path, "/")
-	p = strings.TrimSuffix(p, "/")
+	p := TrimScope(path)
 	if p == "" {
 		return "", &Error{Code: CodeEmptySelector, Field: "scope", Message: "name a scope",
 			Hint: "an empty scope never means everything"}

@@ -18,6 +18,8 @@ type Query struct {
 	Type      string
 	Namespace string
 	// Scope is a prefix: "acme" matches acme, acme/prod and acme/prod/bot1.
+	// One leading and one trailing '/' are dropped (TrimScope); "/acme//"
+	// is invalid_scope.
 	Scope  string
 	UserID string
 	// Tags must all be present on a grain.
@@ -54,7 +56,8 @@ func (q *Query) Normalize() {
 	if q.Memory == "" {
 		q.Memory = DefaultMemory
 	}
-	q.Scope = strings.Trim(q.Scope, "/")
+	// "/acme//" is malformed, never "acme" (nor "///" the root).
+	q.Scope = TrimScope(q.Scope)
 	for _, f := range []*string{&q.Subject, &q.Relation, &q.Object, &q.UserID} {
 		*f = NormalizeText(*f)
 	}
