@@ -50,17 +50,15 @@ type HooksConfig = hooks.Settings
 type Hook = hooks.Hook
 
 // The states of a hook's deliveries (Hook.Status; see
-// HooksConfig.PauseAfter).
+// HooksConfig.PauseAfter): HookActive, they go out and the last attempt,
+// if any, was accepted; HookFailing, they go out but the last attempts
+// failed; HookPaused, none is attempted before PausedUntil; HookProbing,
+// the pause has ended and the next due delivery is tried alone, resuming
+// the hook if accepted or pausing it again.
 const (
-	// HookActive: the hook's deliveries go out, and the last attempt, if
-	// any, was accepted.
-	HookActive = hooks.StatusActive
-	// HookFailing: they go out, but the last attempts failed.
+	HookActive  = hooks.StatusActive
 	HookFailing = hooks.StatusFailing
-	// HookPaused: none is attempted before PausedUntil.
-	HookPaused = hooks.StatusPaused
-	// HookProbing: the pause has ended; the next due delivery is tried
-	// alone, and resumes the hook if accepted or pauses it again.
+	HookPaused  = hooks.StatusPaused
 	HookProbing = hooks.StatusProbing
 )
 

@@ -111,9 +111,9 @@ func (db *DB) Supersede(ctx context.Context, oldHash string, g Grain, set ...str
 // Locate returns, for each of hashes that names a grain of memory ("" means
 // "default") that Get would return, where it is: a Grain with only Hash,
 // Memory, Namespace and Scope set. A hash that names nothing, or an erased
-// version, is left out. It reads the rows in one statement and decrypts
-// none; the API and the MCP server use it to learn which linked versions a
-// partial view may show (grains.View).
+// version, is left out. It reads the rows in one statement per 500 hashes
+// and decrypts none; the API and the MCP server use it to learn which
+// linked versions a partial view may show (grains.View).
 func (db *DB) Locate(ctx context.Context, memory string, hashes []string) (map[string]Grain, error) {
 	var err error
 	if memory, err = memoryName(memory); err != nil {
@@ -124,24 +124,7 @@ func (db *DB) Locate(ctx context.Context, memory string, hashes []string) (map[s
 			return nil, err
 		}
 	}
-	rows, err := db.store.Placements(ctx, memory, hashes)
-	if err != nil {
-		return nil, err
-	}
-	db.observe(rows)
-	db.sealer.WarmRows(ctx, rows)
-	out := make(map[string]Grain, len(rows))
-	for i := range rows {
-		if _, err := db.ring.GrainKey(ctx, rows[i].KeyChain); err != nil {
-			if ErrorCode(err) == CodeErased {
-				continue
-			}
-			return nil, err
-		}
-		r := &rows[i]
-		out[r.Hash] = Grain{Hash: r.Hash, Memory: r.Memory, Namespace: r.Namespace, Scope: r.Scope}
-	}
-	return out, nil
+	return db.recall.Locate(ctx, memory, hashes)
 }
 
 // History returns the version chain of hash, newest first. A version that

@@ -229,25 +229,7 @@ func (db *DB) openAudit(ctx context.Context, cfg *Config) error {
 	db.seq = audit.NewSequencer(audit.SequencerConfig{Outbox: ob, Log: log, Signer: signer,
 		Origin: cfg.AuditOrigin, Logger: db.logger, Cosign: cosign})
 	db.journal = audit.NewJournal(audit.JournalConfig{Events: db.store, Sequencer: db.seq, Signer: signer, Now: db.now, ProofWait: cfg.ProofWait})
-	db.store.SetKeyEvent(func(ctx context.Context, rs []keys.Record) ([]store.Event, error) {
-		var memories []string
-		fps := map[string][]string{}
-		for _, r := range rs {
-			if fps[r.Memory] == nil {
-				memories = append(memories, r.Memory)
-			}
-			fps[r.Memory] = append(fps[r.Memory], r.Fingerprint)
-		}
-		var evs []store.Event
-		for _, m := range memories {
-			ev, err := db.journal.KeyCreates(ctx, m, fps[m])
-			if err != nil {
-				return nil, err
-			}
-			evs = append(evs, ev...)
-		}
-		return evs, nil
-	})
+	db.store.SetKeyEvent(store.KeyEventsByMemory(db.journal.KeyCreates))
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -45,6 +45,7 @@ type Store interface {
 	VectorIDs(ctx context.Context, memory string, after int64) ([]int64, error)
 	FixDimension(ctx context.Context, memory string, dim int) (int, error)
 	Dimension(ctx context.Context, memory string) (int, error)
+	Placements(ctx context.Context, memory string, hashes []string) ([]store.GrainRow, error)
 }
 
 var _ Store = (*store.DB)(nil)
@@ -55,6 +56,7 @@ var _ Store = (*store.DB)(nil)
 type Keys interface {
 	IndexKeys(ctx context.Context, memory, prefix string, fresh bool) ([]keys.ScopeIndex, int64, error)
 	UserRefAt(ctx context.Context, memory, userID string, fresh bool) ([]byte, int64, error)
+	GrainKey(ctx context.Context, chain string) ([]byte, error)
 }
 
 var _ Keys = (*keys.Keyring)(nil)
@@ -275,4 +277,29 @@ func matches(g *grains.Grain, q *grains.Query) bool {
 type Page struct {
 	Grains []grains.Grain `json:"grains"`
 	Next   string         `json:"next,omitempty"`
+}
+
+// Locate returns, for each of hashes that names a readable grain of memory,
+// a Grain with only Hash, Memory, Namespace and Scope set; a hash naming
+// nothing, or an erased version, is left out. It reads the rows in one
+// statement per 500 hashes (store.DB.Placements), observes their erase
+// epochs and reads their keys as recall does, and decrypts none.
+func (e *Engine) Locate(ctx context.Context, memory string, hashes []string) (map[string]grains.Grain, error) {
+	rows, err := e.store.Placements(ctx, memory, hashes)
+	if err != nil {
+		return nil, err
+	}
+	e.opener.Prepare(ctx, rows)
+	out := make(map[string]grains.Grain, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		if _, err := e.keys.GrainKey(ctx, r.KeyChain); err != nil {
+			if grains.ErrorCode(err) == grains.CodeErased {
+				continue
+			}
+			return nil, err
+		}
+		out[r.Hash] = grains.Grain{Hash: r.Hash, Memory: r.Memory, Namespace: r.Namespace, Scope: r.Scope}
+	}
+	return out, nil
 }

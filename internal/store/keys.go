@@ -303,6 +303,31 @@ func (db *DB) checkUnder(tx *gorm.DB, rs []keys.Record) error {
 // the keys a transaction creates: it gets them all, in creation order.
 func (db *DB) SetKeyEvent(fn EventsFunc[[]keys.Record]) { db.keyEvent = fn }
 
+// KeyEventsByMemory returns a SetKeyEvent function that calls fn once per
+// memory of the keys created, memories in the order their first key was
+// created, with the fingerprints of that memory's keys in creation order.
+func KeyEventsByMemory(fn func(ctx context.Context, memory string, fingerprints []string) ([]Event, error)) EventsFunc[[]keys.Record] {
+	return func(ctx context.Context, rs []keys.Record) ([]Event, error) {
+		var memories []string
+		fps := map[string][]string{}
+		for _, r := range rs {
+			if fps[r.Memory] == nil {
+				memories = append(memories, r.Memory)
+			}
+			fps[r.Memory] = append(fps[r.Memory], r.Fingerprint)
+		}
+		var evs []Event
+		for _, m := range memories {
+			ev, err := fn(ctx, m, fps[m])
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev...)
+		}
+		return evs, nil
+	}
+}
+
 // KeysByID returns the keys with the given ids.
 func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) {
 	var rows []KeyRow
