@@ -360,11 +360,16 @@ func (h *handlers) namespace(ns string) (string, error) {
 }
 
 // scope returns the scope a call may use: the lock's when it names none, the
-// one named when it is the lock's or below it.
+// one named when it is the lock's or below it. As the library does, one
+// leading and one trailing '/' are dropped (grains.TrimScope), and nothing
+// else: "/acme//" is invalid_scope, never acme, nor "///" the root.
 func (h *handlers) scope(s string) (string, error) {
-	s = strings.Trim(s, "/")
+	s = grains.TrimScope(s)
 	if s == "" {
 		return h.cfg.LockScope, nil
+	}
+	if err := grains.ValidateScope(s); err != nil {
+		return "", err
 	}
 	if !within(s, h.cfg.LockScope) {
 		return "", forbidden("scope", "outside this session's lock")

@@ -741,10 +741,14 @@ func (h *handlers) eraseScope(ctx context.Context, req *sdk.CallToolRequest, in 
 	if h.cfg.LockNamespace != "" {
 		return nil, nil, h.fail("erase_scope", forbidden("scope", "a scope's key spans every namespace; a namespace-locked session cannot erase it"))
 	}
-	scope := strings.Trim(in.Scope, "/")
-	if scope == "" {
+	// "/acme//" is invalid_scope, never acme (grains.CleanScope).
+	scope, err := grains.CleanScope(in.Scope)
+	if lethe.ErrorCode(err) == lethe.CodeEmptySelector {
 		return nil, nil, h.fail("erase_scope", &lethe.Error{Code: lethe.CodeEmptySelector, Field: "scope",
 			Message: "a scope path is required; the memory's root is never erased this way"})
+	}
+	if err != nil {
+		return nil, nil, h.fail("erase_scope", err)
 	}
 	if !within(scope, h.cfg.LockScope) {
 		return nil, nil, h.fail("erase_scope", forbidden("scope", "outside this session's lock"))
