@@ -50,44 +50,16 @@ func TestScopedForgetRacingSupersede(t *testing.T) {
 			r = &racer{Library: c.Library}
 			c.Library = r
 		})
-		ctx := context.Background()
 		admin := f.token("writer,reader,dpo", []string{"default"})
 		scoped := f.token("writer,reader,dpo", []string{"default"}, "acme/prod")
-		base := "/api/memories/default"
 		for i, body := range []map[string]any{
 			{"blob_hash": ""}, {"blob_hash": "", "dry_run": true}, {"blob_hash": "", "force": true},
 			{"blob_hash": "", "subject": alice}, {"hashes": nil}, {"hashes": nil, "dry_run": true},
 		} {
-			g1 := f.add(scoped, "default", api.GrainInput{Type: "fact", Subject: alice, Object: fmt.Sprint("v1-", i), Scope: "acme/prod"})
-			var g2 string
-			r.before = func() {
-				var err error
-				g2, err = f.db.Supersede(ctx, g1, lethe.Grain{Type: "fact", Subject: alice, Object: fmt.Sprint("v2-", i), Scope: "acme/dev"})
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			field := "blob_hash"
-			if _, ok := body["hashes"]; ok {
-				body["hashes"], field = []string{g1}, "hashes"
-			} else {
-				body["blob_hash"] = g1
-			}
-			a := f.call(scoped, "POST", base+"/forget", body)
-			if g2 == "" {
-				t.Fatalf("%v: the supersede did not run", body)
-			}
-			f.wantField(a, 403, "forbidden", field)
-			var e api.ErrorResponse
-			a.decode(t, &e)
-			if e.Message != field+": a version of the chain is outside this token's scopes" {
-				t.Errorf("%v: message %q", body, e.Message)
-			}
-			if strings.Contains(string(a.body), g1) || strings.Contains(string(a.body), g2) {
-				t.Errorf("%v: %s names a hash", body, a.body)
-			}
-			f.want(f.call(admin, "GET", base+"/grains/"+g1, nil), 200, "")
-			f.want(f.call(admin, "GET", base+"/grains/"+g2, nil), 200, "")
+			raceForget(t, f, r, scoped, scoped, admin, body,
+				api.GrainInput{Type: "fact", Subject: alice, Object: fmt.Sprint("v1-", i), Scope: "acme/prod"},
+				lethe.Grain{Type: "fact", Subject: alice, Object: fmt.Sprint("v2-", i), Scope: "acme/dev"},
+				"a version of the chain is outside this token's scopes", "")
 		}
 	})
 }
@@ -110,11 +82,9 @@ func TestConfinedForgetRacingSupersede(t *testing.T) {
 			r = &racer{Library: c.Library}
 			c.Library = r
 		})
-		ctx := context.Background()
 		admin := f.token("writer,reader,dpo", []string{"default"})
 		acme := f.token("writer,reader,dpo", []string{"default"}, "acme")
 		prod := f.token("writer,reader,dpo", []string{"default"}, "acme/prod")
-		base := "/api/memories/default"
 		for _, c := range []struct {
 			name      string
 			token     string
@@ -141,42 +111,53 @@ func TestConfinedForgetRacingSupersede(t *testing.T) {
 			} {
 				v1 := c.in
 				v1.Type, v1.Subject, v1.Object = "fact", alice, fmt.Sprint("v1-", c.name, i)
-				g1 := f.add(admin, "default", v1)
-				var g2 string
-				r.before = func() {
-					var err error
-					g2, err = f.db.Supersede(ctx, g1, lethe.Grain{Type: "fact", Subject: alice, Object: fmt.Sprint("v2-", c.name, i),
-						Scope: c.moved.Scope, Namespace: c.moved.Namespace})
-					if err != nil {
-						t.Error(err)
-					}
-				}
-				field := "blob_hash"
-				if _, ok := body["hashes"]; ok {
-					body["hashes"], field = []string{g1}, "hashes"
-				} else {
-					body["blob_hash"] = g1
-				}
 				for k, v := range c.confine {
 					body[k] = v
 				}
-				a := f.call(c.token, "POST", base+"/forget", body)
-				r.before = nil
-				if g2 == "" {
-					t.Fatalf("%s %v: the supersede did not run: %d %s", c.name, body, a.status, a.body)
-				}
-				f.wantField(a, 403, "forbidden", field)
-				var e api.ErrorResponse
-				a.decode(t, &e)
-				if e.Message != field+": "+c.message {
-					t.Errorf("%s %v: message %q", c.name, body, e.Message)
-				}
-				if strings.Contains(string(a.body), g1) || strings.Contains(string(a.body), g2) {
-					t.Errorf("%s %v: %s names a hash", c.name, body, a.body)
-				}
-				f.want(f.call(admin, "GET", base+"/grains/"+g1, nil), 200, "")
-				f.want(f.call(admin, "GET", base+"/grains/"+g2, nil), 200, "")
+				raceForget(t, f, r, admin, c.token, admin, body, v1,
+					lethe.Grain{Type: "fact", Subject: alice, Object: fmt.Sprint("v2-", c.name, i), Scope: c.moved.Scope, Namespace: c.moved.Namespace},
+					c.message, c.name)
 			}
 		}
 	})
+}
+
+// raceForget adds v1 with the token adder, then forgets it with token by
+// body (its blob_hash or hashes filled in with v1's hash) while a
+// supersede to moved lands just before the delete, and checks the forget
+// was refused: 403 forbidden on the selector's field with message, naming
+// no hash, and both versions still read by admin.
+func raceForget(t *testing.T, f *fixture, r *racer, adder, token, admin string, body map[string]any, v1 api.GrainInput, moved lethe.Grain, message, label string) {
+	t.Helper()
+	const base = "/api/memories/default"
+	g1 := f.add(adder, "default", v1)
+	var g2 string
+	r.before = func() {
+		var err error
+		if g2, err = f.db.Supersede(context.Background(), g1, moved); err != nil {
+			t.Error(err)
+		}
+	}
+	field := "blob_hash"
+	if _, ok := body["hashes"]; ok {
+		body["hashes"], field = []string{g1}, "hashes"
+	} else {
+		body["blob_hash"] = g1
+	}
+	a := f.call(token, "POST", base+"/forget", body)
+	r.before = nil
+	if g2 == "" {
+		t.Fatalf("%s %v: the supersede did not run: %d %s", label, body, a.status, a.body)
+	}
+	f.wantField(a, 403, "forbidden", field)
+	var e api.ErrorResponse
+	a.decode(t, &e)
+	if e.Message != field+": "+message {
+		t.Errorf("%s %v: message %q", label, body, e.Message)
+	}
+	if strings.Contains(string(a.body), g1) || strings.Contains(string(a.body), g2) {
+		t.Errorf("%s %v: %s names a hash", label, body, a.body)
+	}
+	f.want(f.call(admin, "GET", base+"/grains/"+g1, nil), 200, "")
+	f.want(f.call(admin, "GET", base+"/grains/"+g2, nil), 200, "")
 }
