@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -89,4 +92,81 @@ func TestRetrievalsFollowTheRule(t *testing.T) {
 			before = after
 		}
 	})
+}
+
+// TestRetrievalUpdatesStayOnTheirPage: on PostgreSQL a recall's statistics
+// update rewrites its grains' rows. A new version that fits on its row's
+// page is a HOT update, which writes none of the table's nine indexes; one
+// that does not fit moves to another page and is inserted into every
+// index. Inserts leave room on each page of grains (its fill factor), so
+// three rounds of retrievals of every grain, as the tracker writes them
+// (batches in id order, a grain of a page per batch), leave
+// nearly every row on the page it was inserted on: the rows' block numbers
+// are read before and after.
+func TestRetrievalUpdatesStayOnTheirPage(t *testing.T) {
+	db := openPostgres(t)
+	ctx := context.Background()
+	f := newFixture(t, db, 4)
+	rng := rand.New(rand.NewPCG(7, 7))
+	const n = 1200
+	rows := make([]*GrainRow, n)
+	for i := range rows {
+		r := f.row(i, i%4, fmt.Sprint("s", i), "r", "o")
+		r.Blob = make([]byte, 300+rng.IntN(200)) // a sealed grain of a sentence or two
+		for j := range r.Blob {
+			r.Blob[j] = byte(rng.Uint32())
+		}
+		rows[i] = r
+	}
+	if _, err := db.InsertGrains(ctx, f.memory, rows, nil); err != nil {
+		t.Fatal(err)
+	}
+	blocks := func() map[int64]int64 {
+		t.Helper()
+		var got []struct{ ID, Block int64 }
+		if err := db.gorm.Raw(`SELECT id, (ctid::text::point)[0]::bigint AS block FROM grains WHERE memory = ?`, f.memory).
+			Scan(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		out := make(map[int64]int64, len(got))
+		for _, g := range got {
+			out[g.ID] = g.Block
+		}
+		return out
+	}
+	// The refresh of the planner's statistics that the insert started
+	// holds a snapshot while it samples: until it ends, no update's old
+	// version can be pruned to make room for the next.
+	for db.analyzing.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := blocks()
+	ids := slices.Sorted(maps.Keys(before))
+	pages := map[int64]bool{}
+	for _, b := range before {
+		pages[b] = true
+	}
+	for round := range 3 {
+		// Batch k holds every 25th grain from the k-th: at most one
+		// grain of each page (they hold about nine), in id order.
+		for k := range 25 {
+			var rs []Retrieval
+			for i := k; i < n; i += 25 {
+				rs = append(rs, Retrieval{ID: ids[i], Count: 1, LastUS: int64(round + 1)})
+			}
+			if err := db.RecordRetrievals(ctx, rs, 0.1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	moved := 0
+	for id, b := range blocks() {
+		if b != before[id] {
+			moved++
+		}
+	}
+	t.Logf("%d rows on %d pages; after 3 rounds of retrievals %d rows moved to another page", n, len(pages), moved)
+	if moved > n/20 {
+		t.Fatalf("%d of %d rows moved to another page after 3 rounds of retrievals: their updates were not HOT and wrote every index", moved, n)
+	}
 }
