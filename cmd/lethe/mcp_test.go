@@ -297,6 +297,25 @@ func TestMCPHTTP(t *testing.T) {
 	if code := post("Bearer " + agentSecret); code != http.StatusOK {
 		t.Errorf("initialize with a token: %d", code)
 	}
+	// Stateless: no event stream (GET) and no session to end (DELETE), so
+	// nothing stays open past the request its token authenticated; the
+	// answer is a lethe error body, as for a malformed POST.
+	for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPut} {
+		req, _ := http.NewRequest(method, m.srv.URL+"/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+agentSecret)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Code, Message, Hint string }
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" ||
+			json.Unmarshal(b, &e) != nil || e.Code != "method_not_allowed" || e.Hint == "" {
+			t.Errorf("%s /mcp: %d Allow %q %s, want 405 method_not_allowed, Allow POST", method, resp.StatusCode, resp.Header.Get("Allow"), b)
+		}
+	}
 
 	agent := m.connect(t, agentSecret)
 	if got := toolNames(t, agent); !slices.Equal(got, []string{"add", "erase_scope", "forget", "forget_user", "history", "recall", "supersede"}) {

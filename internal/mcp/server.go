@@ -187,7 +187,17 @@ type checkBody struct {
 }
 
 func (c *checkBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.Body == nil {
+	if r.Method != http.MethodPost {
+		// Stateless: no session to end (DELETE) and no event stream to
+		// open (GET), so nothing outlives the request that authenticated
+		// it, and a revoked or expired token has nothing left open.
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, ErrorInfo{Code: "method_not_allowed",
+			Message: "only POST is allowed on /mcp",
+			Hint:    "the MCP endpoint is stateless: POST JSON-RPC 2.0 messages; it keeps no session and no event stream"})
+		return
+	}
+	if r.Body == nil {
 		c.next.ServeHTTP(w, r)
 		return
 	}
