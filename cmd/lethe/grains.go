@@ -309,16 +309,26 @@ func cmdForget(ctx context.Context, e *env, args []string) error {
 	user := fs.String("user", "", "")
 	force := fs.Bool("force", false, "")
 	dryRun := fs.Bool("dry-run", false, "")
+	var scopes stringList
+	fs.Var(&scopes, "scope", "")
+	namespace := fs.String("namespace", "", "")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	sel := lethe.Selector{Memory: e.memory, DryRun: *dryRun}
+	sel := lethe.Selector{Memory: e.memory, DryRun: *dryRun, Namespace: *namespace}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["scope"] {
+		// Checked by the library (an empty or malformed prefix is
+		// invalid_scope), never dropped: an empty one is not "every scope".
+		sel.Scopes = scopes
+	}
 	switch {
 	case set["subject"] && *subject == "", set["user"] && *user == "":
 		return &lethe.Error{Code: lethe.CodeEmptySelector, Message: "an empty --subject or --user selects nothing; it never means everything"}
+	case set["namespace"] && *namespace == "":
+		return &lethe.Error{Code: lethe.CodeInvalidArgument, Field: "namespace", Message: "an empty --namespace confines to nothing; leave it out for every namespace"}
 	case len(pos) == 1:
 		sel.Hash = pos[0]
 	case len(pos) > 1:

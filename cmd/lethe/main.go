@@ -309,10 +309,12 @@ Usage:
   lethe cal 'STATEMENT'                    run one CAL statement (HISTORY OF "HASH", HISTORY WHERE
                                            subject = "S", RECALL WHERE ..., SUPERSEDE "HASH" SET ...,
                                            FORGET "HASH" (needs --yes)); grammar in docs/api.md
-  lethe forget HASH... | --subject S | --user U [--force] [--dry-run]
+  lethe forget HASH... | --subject S | --user U [--scope P]... [--namespace NS] [--force] [--dry-run]
                                            hard-delete grains and every version (needs --yes;
                                            --force overrides protection rules, never a hold;
                                            HASH... with --user/--subject: only those that match;
+                                           --scope/--namespace: refuse unless every version of each
+                                           chain lies under one of the prefixes / in the namespace;
                                            --dry-run: what it would delete or what would refuse it)
   lethe forget user U | forget scope PATH | forget memory [--dry-run]
                                            crypto-erase: destroy one key, print the proof (needs --yes;

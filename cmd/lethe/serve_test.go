@@ -147,6 +147,20 @@ func testServe(t *testing.T, pg []string) {
 	if out := mustCLI(t, r("forget", "--user", "serve-u1-9c2", "--yes", "--json")...); !strings.Contains(out, `"status": "not_found"`) {
 		t.Errorf("forget by user: %q", out)
 	}
+	// A confined forget through the server: --scope and --namespace reach
+	// the route's body, and a chain outside them is refused whole.
+	erin := strings.TrimSpace(mustCLI(t, r("add", "fact", "subject=serve-erin-0b4", "scope=acme/prod", "namespace=ops")...))
+	for _, confine := range [][]string{{"--scope", "acme/dev"}, {"--namespace", "other"}, {"--scope", "acme", "--namespace", "other"}} {
+		if _, errs, err := cli(t, r(append([]string{"forget", "--subject", "serve-erin-0b4", "--yes"}, confine...)...)...); lethe.ErrorCode(err) != "forbidden" {
+			t.Errorf("forget confined by %v: %v %s", confine, err, errs)
+		}
+	}
+	if out := mustCLI(t, r("forget", "--subject", "serve-erin-0b4", "--scope", "beta", "--scope", "acme", "--namespace", "ops", "--yes")...); !strings.Contains(out, "forgot 1 grain(s)") {
+		t.Errorf("confined forget: %q", out)
+	}
+	if _, errs, err := cli(t, r("inspect", erin)...); lethe.ErrorCode(err) != "not_found" {
+		t.Errorf("inspect after a confined forget: %v %s", err, errs)
+	}
 	// The forgotten chain's version-chain export through the server: it
 	// opens with the identity and verifies offline with the log key.
 	hid, err := age.GenerateX25519Identity()
