@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // TestOpenAPIMatchesRoutes walks the gin routes and the OpenAPI document:
@@ -208,5 +210,64 @@ func TestHookEventTypesDocumented(t *testing.T) {
 	enum := slices.Sorted(slices.Values(doc.Components.Schemas.HookRequest.Properties.Events.Items.Enum))
 	if wantEnum := slices.Sorted(slices.Values(append(slices.Clone(want), "*"))); !slices.Equal(enum, wantEnum) {
 		t.Errorf("openapi.json's HookRequest.events enum = %v, want %v", enum, wantEnum)
+	}
+}
+
+// TestUserIDPatternIsTheRule holds the document's user_id pattern to the
+// server's rule (grains.ValidateUserID: no NUL, no white space at either
+// end, by unicode.IsSpace) for every white-space rune of Unicode, at the
+// start, at the end, alone and inside, and NUL. The pattern spells its
+// characters out: `\s` means [\t\n\f\r ] to Go's regexp (kin-openapi) and
+// more to ECMAScript's (every JavaScript validator), and neither is
+// unicode.IsSpace, so a client's validator and the server disagreed (a
+// vertical tab passed the document and was refused).
+func TestUserIDPatternIsTheRule(t *testing.T) {
+	patterns := map[string]bool{}
+	var walk func(v any, key string)
+	walk = func(v any, key string) {
+		switch v := v.(type) {
+		case map[string]any:
+			if p, ok := v["pattern"].(string); ok && key == "user_id" {
+				patterns[p] = true
+			}
+			for k, x := range v {
+				walk(x, k)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x, key)
+			}
+		}
+	}
+	var doc any
+	if err := json.Unmarshal(OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	walk(doc, "")
+	if len(patterns) == 0 {
+		t.Fatal("no user_id pattern in the document")
+	}
+	var spaces []rune
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if unicode.IsSpace(r) {
+			spaces = append(spaces, r)
+		}
+	}
+	for p := range patterns {
+		if strings.Contains(p, `\s`) || strings.Contains(p, `\S`) {
+			t.Errorf("pattern %q: \\s differs between regular expression engines; spell the characters out", p)
+		}
+		re := regexp.MustCompile(p)
+		ids := []string{"u", "u 1", "\x00", "u\x00", "a\x00b"}
+		for _, s := range spaces {
+			c := string(s)
+			ids = append(ids, c, c+"u", "u"+c, "u"+c+"v", c+c)
+		}
+		for _, id := range ids {
+			server := grains.ValidateUserID(id) == nil
+			if document := re.MatchString(id); document != server {
+				t.Errorf("pattern %q: user id %+q: the document says %v, the server %v", p, id, document, server)
+			}
+		}
 	}
 }
