@@ -303,7 +303,10 @@ func (v *valueGen) value(s *openapi3.Schema, name string) any {
 	case s.Type.Is("boolean"):
 		return rapid.Bool().Draw(rt, name)
 	case s.Type.Is("integer"):
+		// JSON numbers are float64 here: an integer bound past 2^53 (an
+		// int64's maximum) is drawn within 2^53.
 		lo, hi := bounds(s, 0, 1<<20)
+		lo, hi = max(lo, -(1<<53)), min(hi, 1<<53)
 		return float64(rapid.Int64Range(int64(lo), int64(hi)).Draw(rt, name))
 	case s.Type.Is("number"):
 		lo, hi := bounds(s, -1, 1)
