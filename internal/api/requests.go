@@ -195,10 +195,8 @@ func (s *Server) executeRequest(c *gin.Context) {
 // certificate answers an executed request's erasure certificate: JSON, or
 // printable HTML for Accept: text/html or ?format=html.
 func (s *Server) certificate(c *gin.Context) {
-	if _, err := s.request(c); err != nil {
-		s.fail(c, err)
-		return
-	}
+	// The query first: a malformed one is 400 whatever the id names, as
+	// on every route (it tells nothing of the request).
 	format, err := queryParam(c, "format")
 	if err != nil {
 		s.fail(c, err)
@@ -208,6 +206,10 @@ func (s *Server) certificate(c *gin.Context) {
 	case "", "json", "html":
 	default:
 		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, "format", "must be json or html"))
+		return
+	}
+	if _, err := s.request(c); err != nil {
+		s.fail(c, err)
 		return
 	}
 	cert, err := s.lib.ErasureCertificate(c.Request.Context(), c.Param("memory"), c.Param("id"))

@@ -86,6 +86,17 @@ func TestErasureRequestsAPI(t *testing.T) {
 		if c.LeafIndex != e.Proof.LeafIndex || c.KeyFingerprints[0] != e.KeyFingerprint || c.Reference != "ZD-77812" || c.Count != 3 {
 			t.Errorf("certificate %s", a.body)
 		}
+		// A malformed query is 400 before the id is looked up: for an
+		// executed request and for an id that names none.
+		other := id[:len(id)-1] + "0"
+		if other == id {
+			other = id[:len(id)-1] + "1"
+		}
+		for _, rid := range []string{id, other} {
+			f.want(f.call(aud, "GET", base+"/"+rid+"/certificate?format=pdf", nil), 400, "invalid_argument")
+			f.want(f.call(aud, "GET", base+"/"+rid+"/certificate?format=", nil), 400, "invalid_argument")
+		}
+		f.want(f.call(aud, "GET", base+"/"+other+"/certificate?format=json", nil), 404, "not_found")
 		for _, q := range []string{"?format=html", ""} {
 			req := f.srv.URL + base + "/" + id + "/certificate" + q
 			r, _ := http.NewRequest("GET", req, nil)
