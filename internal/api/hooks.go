@@ -11,6 +11,7 @@ import (
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/auth"
 	"github.com/lethe-io/lethe/internal/grains"
+	"github.com/lethe-io/lethe/internal/hooks"
 )
 
 // Hooker is what the webhook routes need of the library; *lethe.DB has it.
@@ -65,6 +66,7 @@ func (s *Server) hookRoutes(m *gin.RouterGroup) {
 	h := m.Group("/hooks", s.allow(auth.DPO), s.unscoped)
 	h.GET("", s.listHooks)
 	h.POST("", handle(s, s.addHook))
+	h.GET("/:id", s.getHook)
 	h.DELETE("/:id", s.removeHook)
 	h.POST("/:id/rotate", handle(s, s.rotateHook))
 	h.GET("/:id/deliveries", s.hookDeliveries)
@@ -97,6 +99,29 @@ func (s *Server) listHooks(c *gin.Context) {
 		hs = []lethe.Hook{}
 	}
 	c.JSON(http.StatusOK, HookList{Hooks: hs})
+}
+
+// getHook answers one hook as the list shows it (no secret); an id that
+// names no hook of the memory is answered as the other hook routes answer
+// it.
+func (s *Server) getHook(c *gin.Context) {
+	memory, id := c.Param("memory"), c.Param("id")
+	if err := hooks.CheckID(id); err != nil {
+		s.fail(c, err)
+		return
+	}
+	hs, err := s.lib.Hooks(c.Request.Context(), memory)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	for _, h := range hs {
+		if h.ID == id {
+			c.JSON(http.StatusOK, h)
+			return
+		}
+	}
+	s.fail(c, grains.Errorf(lethe.CodeNotFound, "no hook %s in memory %s", id, memory))
 }
 
 func (s *Server) removeHook(c *gin.Context) {

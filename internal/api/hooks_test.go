@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -72,6 +73,17 @@ func TestHookRoutes(t *testing.T) {
 		if !strings.Contains(string(a.body), `"status":"active","consecutive_failures":0`) || strings.Contains(string(a.body), "paused_until") {
 			t.Errorf("a new hook's state: %s", a.body)
 		}
+		// One hook by id: what the list shows of it, byte for byte; for a
+		// scope-limited token or a writer, forbidden as the list.
+		one := f.call(dpo, "GET", base+"/"+h.ID, nil)
+		f.want(one, 200, "")
+		if want, _ := json.Marshal(list.Hooks[0]); string(one.body) != string(want) {
+			t.Errorf("GET hooks/{id}: %s, the list shows %s", one.body, want)
+		}
+		f.want(f.call(scoped, "GET", base+"/"+h.ID, nil), 403, "forbidden")
+		f.want(f.call(writer, "GET", base+"/"+h.ID, nil), 403, "forbidden")
+		// Another memory's hook is not this memory's.
+		f.want(f.call(f.token("dpo", []string{"other"}), "GET", "/api/memories/other/hooks/"+h.ID, nil), 404, "not_found")
 
 		// A forget queues a delivery (this server has no engine running).
 		g := f.add(dpo, "hm", api.GrainInput{Type: "fact", Subject: "hook-subject", Content: "c"})
@@ -112,12 +124,16 @@ func TestHookRoutes(t *testing.T) {
 		}
 
 		f.want(f.call(dpo, "DELETE", base+"/"+h.ID, nil), http.StatusNoContent, "")
-		f.want(f.call(dpo, "DELETE", base+"/"+h.ID, nil), 404, "not_found")
+		gone := f.call(dpo, "DELETE", base+"/"+h.ID, nil)
+		f.want(gone, 404, "not_found")
 		f.want(f.call(dpo, "GET", base+"/"+h.ID+"/deliveries", nil), 404, "not_found")
+		if a := f.call(dpo, "GET", base+"/"+h.ID, nil); a.status != 404 || string(a.body) != string(gone.body) {
+			t.Errorf("GET of a deleted hook: %d %s, want DELETE's answer %s", a.status, a.body, gone.body)
+		}
 		// An id that is not a hook id is refused before any lookup, and no
 		// answer quotes what it was sent.
 		for _, r := range []struct{ method, path string }{
-			{"DELETE", ""}, {"POST", "/rotate"}, {"GET", "/deliveries"}, {"POST", "/redeliver"},
+			{"DELETE", ""}, {"GET", ""}, {"POST", "/rotate"}, {"GET", "/deliveries"}, {"POST", "/redeliver"},
 		} {
 			var body any
 			if r.method == "POST" {

@@ -259,10 +259,10 @@ func (r *Registry) Add(ctx context.Context, spec Spec) (*WithSecret, error) {
 	return &WithSecret{Hook: hookOf(row, r.now()), Secret: FormatSecret(secret)}, nil
 }
 
-// checkID refuses an id that is not a hook id ("hk_" and 16 lowercase hex
-// digits, as Add makes them) before any lookup, so that no not_found
-// answer quotes what the caller sent.
-func checkID(id string) error {
+// CheckID refuses an id that is not a hook id ("hk_" and 16 lowercase hex
+// digits, as Add makes them; invalid_argument, field id) before any
+// lookup, so that no not_found answer quotes what the caller sent.
+func CheckID(id string) error {
 	if h, ok := strings.CutPrefix(id, "hk_"); !ok || len(h) != 16 || strings.Trim(h, "0123456789abcdef") != "" {
 		return grains.FieldError(grains.CodeInvalidArgument, "id", "not a hook id")
 	}
@@ -285,7 +285,7 @@ func (r *Registry) List(ctx context.Context, memory string) ([]Hook, error) {
 
 // Remove deletes hook id of memory and its undelivered deliveries.
 func (r *Registry) Remove(ctx context.Context, memory, id string) error {
-	if err := checkID(id); err != nil {
+	if err := CheckID(id); err != nil {
 		return err
 	}
 	return r.store.DeleteHook(ctx, memory, id)
@@ -294,7 +294,7 @@ func (r *Registry) Remove(ctx context.Context, memory, id string) error {
 // Rotate gives hook id a new secret and returns it; the previous secret
 // keeps signing for overlap (default 24h; at most 30 days).
 func (r *Registry) Rotate(ctx context.Context, memory, id string, overlap time.Duration) (*WithSecret, error) {
-	if err := checkID(id); err != nil {
+	if err := CheckID(id); err != nil {
 		return nil, err
 	}
 	if overlap == 0 {
@@ -324,7 +324,7 @@ func (r *Registry) Rotate(ctx context.Context, memory, id string, overlap time.D
 // Deliveries returns up to 1000 undelivered deliveries of hook id, in
 // state "pending" or "dead" ("" for both), oldest first.
 func (r *Registry) Deliveries(ctx context.Context, memory, id, state string) ([]Undelivered, error) {
-	if err := checkID(id); err != nil {
+	if err := CheckID(id); err != nil {
 		return nil, err
 	}
 	if state != "" && state != store.DeliveryPending && state != store.DeliveryDead {
@@ -350,7 +350,7 @@ func (r *Registry) Deliveries(ctx context.Context, memory, id, state string) ([]
 // is 0. It returns how many. It ends the hook's pause (see Circuit), even
 // when nothing is dead, unless delivery names no dead delivery.
 func (r *Registry) Redeliver(ctx context.Context, memory, id string, delivery int64) (int64, error) {
-	if err := checkID(id); err != nil {
+	if err := CheckID(id); err != nil {
 		return 0, err
 	}
 	if _, err := r.store.Hook(ctx, memory, id); err != nil {
