@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/lethe-io/lethe"
@@ -32,6 +33,10 @@ func TestSearch(t *testing.T) {
 		f.want(f.call(tok, "POST", "/api/memories/med/recall", map[string]any{"embedding": []float32{1, 2, 3}}), 400, "dimension_mismatch")
 		f.want(f.call(tok, "POST", "/api/memories/med/grains", api.GrainInput{Type: "fact", Content: "x", Embedding: []float32{1, 2, 3}}), 400, "dimension_mismatch")
 		f.want(f.call(tok, "POST", "/api/memories/med/recall", map[string]any{"query": "tea", "cursor": "5"}), 400, "invalid_argument")
+		// A fault in the search text names the field as sent, never the
+		// library's name for it.
+		f.wantField(f.call(tok, "POST", "/api/memories/med/recall", map[string]any{"query": "te\x00a"}), 400, "invalid_argument", "query")
+		f.wantField(f.call(tok, "POST", "/api/memories/med/recall", map[string]any{"query": strings.Repeat("tea ", 1025)}), 400, "too_large", "query")
 		f.want(f.call(tok, "POST", "/api/memories/med/forget", map[string]any{"blob_hash": pen}), 200, "")
 		a = f.call(tok, "POST", "/api/memories/med/recall", map[string]any{"query": "penicillin"})
 		page = lethe.Page{}

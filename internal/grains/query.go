@@ -27,7 +27,8 @@ type Query struct {
 	// Text ranks grains by BM25 over the words of their content, subject
 	// and object; Embedding ranks them by cosine similarity to it. Either
 	// makes the query a search: one page of the best Limit grains, each
-	// with its Score, and no cursor. With both, the scores add.
+	// with its Score, and no cursor. With both, the scores add. Errors
+	// name Text "query", as the HTTP API and MCP do.
 	Text      string
 	Embedding []float32
 
@@ -110,7 +111,7 @@ func (q *Query) Validate() error {
 	if len(q.Tags) > MaxTags {
 		return FieldError(CodeTooLarge, "tags", "at most 64 tags")
 	}
-	if err := checkText("text", q.Text, MaxQueryText); err != nil {
+	if err := checkText("query", q.Text, MaxQueryText); err != nil {
 		return err
 	}
 	if err := ValidateEmbedding(q.Embedding); err != nil {
