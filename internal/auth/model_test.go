@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/testenv"
 )
 
@@ -189,6 +191,50 @@ func testTokenModel(t *testing.T, config func() Config) {
 					rt.Fatalf("%s revoked at %v through %d accepted through %d at %v (cache TTL %v)",
 						m.id, m.revokedAt, m.revokedBy, s, now, cfg.CacheTTL)
 				}
+			}
+		}
+	})
+}
+
+// TestNarrowScopesIsTheIntersection draws a scope-limited token's
+// prefixes and a call's prefixes from a small tree of paths (with a
+// sibling whose name extends another's, acme-x beside acme) and checks
+// NarrowScopes against the meaning of both: when no prefix is outside,
+// the result allows exactly the scopes that both the token and the call
+// allow, for every path of the tree and a child of each; otherwise the
+// prefix it names allows no scope the token allows, and every prefix
+// before it does.
+func TestNarrowScopesIsTheIntersection(t *testing.T) {
+	tree := []string{"acme", "acme/prod", "acme/prod/bot1", "acme/dev", "acme-x", "acme-x/prod", "beta", "beta/eu"}
+	var paths []string
+	for _, p := range tree {
+		paths = append(paths, p, p+"/leaf")
+	}
+	allows := func(prefixes []string, scope string) bool {
+		return slices.ContainsFunc(prefixes, func(p string) bool { return grains.InScope(scope, p) })
+	}
+	meets := func(a string, prefixes []string) bool {
+		return slices.ContainsFunc(paths, func(s string) bool { return grains.InScope(s, a) && allows(prefixes, s) })
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		path := rapid.SampledFrom(tree)
+		tok := &Token{Scopes: rapid.SliceOfNDistinct(path, 1, 3, rapid.ID[string]).Draw(rt, "token")}
+		asked := rapid.SliceOfN(path, 1, 4).Draw(rt, "asked")
+		within, outside := tok.NarrowScopes(asked)
+		if outside >= 0 {
+			if within != nil || meets(asked[outside], tok.Scopes) {
+				rt.Fatalf("NarrowScopes(%v) by %v: %v, outside %d, but %s meets the token's scopes", asked, tok.Scopes, within, outside, asked[outside])
+			}
+			for _, a := range asked[:outside] {
+				if !meets(a, tok.Scopes) {
+					rt.Fatalf("NarrowScopes(%v) by %v: outside %d, but %s before it meets none", asked, tok.Scopes, outside, a)
+				}
+			}
+			return
+		}
+		for _, s := range paths {
+			if got, want := allows(within, s), allows(tok.Scopes, s) && allows(asked, s); got != want {
+				rt.Fatalf("NarrowScopes(%v) by %v = %v: %s allowed %v, the token and the call together %v", asked, tok.Scopes, within, s, got, want)
 			}
 		}
 	})
