@@ -569,12 +569,22 @@ func (db *DB) DeliveryQueueStats(ctx context.Context) (DeliveryQueue, error) {
 }
 
 // ReleaseDeliveries gives back the leases refs names that their owners
-// still hold.
+// still hold. A probe among them (a delivery whose lease is its hook's
+// probe mark: the claim that took it set both to its lease's end) frees
+// its hook for the next claim's probe at once, not when the lease would
+// have ended.
 func (db *DB) ReleaseDeliveries(ctx context.Context, refs []DeliveryRef) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	err := db.gorm.WithContext(ctx).Model(&DeliveryRow{}).Where("(id, owner) IN ?", refPairs(refs)).
-		Updates(map[string]any{"owner": "", "lease_us": 0}).Error
+	pairs := refPairs(refs)
+	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(`UPDATE hooks SET probe_until_us = 0 WHERE probe_until_us > 0 AND EXISTS (
+			SELECT 1 FROM hook_deliveries d WHERE d.hook_id = hooks.id AND (d.id, d.owner) IN ? AND d.lease_us = hooks.probe_until_us)`,
+			pairs).Error; err != nil {
+			return err
+		}
+		return tx.Model(&DeliveryRow{}).Where("(id, owner) IN ?", pairs).Updates(map[string]any{"owner": "", "lease_us": 0}).Error
+	})
 	return translate(err, "release webhook deliveries")
 }

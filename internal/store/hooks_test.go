@@ -371,6 +371,23 @@ func TestHookCircuitClaims(t *testing.T) {
 					t.Fatalf("a claim while the probe is out took %d more", len(p))
 				}
 			}
+			// Released unsent (its claimer held it too long), the probe frees
+			// the hook at once: the next claim, on either handle, takes it
+			// again as the probe, and then again nothing more.
+			if err := a.ReleaseDeliveries(ctx, []DeliveryRef{{probe[0].ID, "p1"}}); err != nil {
+				t.Fatal(err)
+			}
+			if h := circuit(); h.ProbeUntilUS != 0 || h.PausedUntilUS != 50_000 {
+				t.Fatalf("hook after its probe was released = %+v, want its probe mark cleared, still paused until 50000", h)
+			}
+			again := of(claim(b, "p1", 50_003, ClaimLimits{}), "hk_p")
+			if len(again) != 1 || again[0].ID != probe[0].ID {
+				t.Fatalf("after the probe was released unsent, a claim took %+v, want the same probe again", again)
+			}
+			probe = again
+			if p := of(claim(a, "p2-2", 50_004, ClaimLimits{}), "hk_p"); len(p) != 0 {
+				t.Fatalf("a claim while the probe is out again took %d more", len(p))
+			}
 
 			// The probe fails: paused again, and what the new pause carries
 			// past MaxAgeUS is dead-lettered (queued at 1000; those of 60,000
