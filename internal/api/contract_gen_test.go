@@ -26,6 +26,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "github.com/mattn/go-sqlite3"
 	"pgregory.net/rapid"
 
@@ -34,8 +35,8 @@ import (
 
 // TestContractByGeneration generates requests from openapi.json, as a
 // schema-driven negative fuzzer (schemathesis) does, and sends them through
-// the contract check to a real server on SQLite, with an admin token for
-// every memory (authorization is never what refuses). Each example draws
+// the contract check to a real server, on SQLite and on PostgreSQL, with
+// an admin token for every memory (authorization is never what refuses). Each example draws
 // an operation with a JSON body or query parameters, a request the
 // document accepts (built from its schemas, with the example's hashes,
 // subjects, users and scopes so that it reaches the store), and 4 to 12
@@ -58,18 +59,27 @@ import (
 //
 // Each example writes to a memory of its own, so destructive operations
 // (forget, forget-user, scope-erase, erase) harm nothing the next needs.
-// A run is 100 examples, a few seconds; for a longer one raise rapid's
-// checks (go test -run TestContractByGeneration -rapid.checks=5000), and
+// A run is 100 examples per store, 10 to 20 seconds; for a longer one
+// raise rapid's checks (go test -run TestContractByGeneration/sqlite
+// -rapid.checks=5000), and
 // -v lists the requests the document accepts but the server refuses with
 // 400 (rules the document states in prose only).
 func TestContractByGeneration(t *testing.T) {
+	forEachBackend(t, testContractByGeneration)
+}
+
+func testContractByGeneration(t *testing.T, kind backendKind) {
 	doc, router := contractDoc(t)
 	ops := generatedOps(t, doc)
 	rec := &genTB{TB: t}
-	var dir string
-	f := newStoreFixture(rec, sqliteBackend, func(c *lethe.Config) { dir = c.DataDir }, nil, nil)
+	var dir, dsn string
+	f := newStoreFixture(rec, kind, func(c *lethe.Config) { dir, dsn = c.DataDir, c.PostgresDSN }, nil, nil)
 	admin := f.token("admin", []string{"*"})
-	store, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "lethe.db")+"?mode=ro")
+	driver, source := "sqlite3", "file:"+filepath.Join(dir, "lethe.db")+"?mode=ro"
+	if kind == postgresBackend {
+		driver, source = "pgx", dsn
+	}
+	store, err := sql.Open(driver, source)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +88,8 @@ func TestContractByGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &generator{f: f, router: router, admin: admin, store: store, rec: rec, recipient: id.Recipient().String(),
-		refused: map[string]string{}}
+	g := &generator{f: f, router: router, admin: admin, store: store, postgres: kind == postgresBackend, rec: rec,
+		recipient: id.Recipient().String(), refused: map[string]string{}}
 	rapid.Check(t, func(rt *rapid.T) {
 		// rapid draws small numbers most often: the remainder of a wide
 		// range draws every operation about as often.
@@ -167,6 +177,7 @@ type generator struct {
 	router    routers.Router
 	admin     string
 	store     *sql.DB
+	postgres  bool // store is PostgreSQL ($1 placeholders), not SQLite
 	rec       *genTB
 	recipient string
 	n         int
@@ -917,9 +928,9 @@ func (g *generator) snapshot(rt *rapid.T, memory string) string {
 	for _, t := range snapshotTables {
 		q, args := "SELECT * FROM "+t.table, []any{}
 		if g.hasMemory(rt, t.table) {
-			q, args = q+" WHERE memory = ?", append(args, memory)
+			q, args = q+" WHERE memory = "+g.param(1), append(args, memory)
 		}
-		rows, err := g.store.Query(q+" ORDER BY rowid", args...)
+		rows, err := g.store.Query(q, args...)
 		if err != nil {
 			rt.Fatalf("snapshot %s: %v", t.table, err)
 		}
@@ -929,8 +940,7 @@ func (g *generator) snapshot(rt *rapid.T, memory string) string {
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
-		h := sha256.New()
-		n := 0
+		var lines []string // sorted: the tables' physical order is no contract
 	row:
 		for rows.Next() {
 			if err := rows.Scan(ptrs...); err != nil {
@@ -961,11 +971,15 @@ func (g *generator) snapshot(rt *rapid.T, memory string) string {
 			if t.table == "grains" {
 				live[fmt.Sprint(vals[slices.Index(cols, "id")])] = true
 			}
-			h.Write([]byte(line.String() + "\n"))
-			n++
+			lines = append(lines, line.String())
 		}
 		rows.Close()
-		fmt.Fprintf(&out, "%s: %d rows %s\n", t.table, n, hex.EncodeToString(h.Sum(nil))[:16])
+		slices.Sort(lines)
+		h := sha256.New()
+		for _, l := range lines {
+			h.Write([]byte(l + "\n"))
+		}
+		fmt.Fprintf(&out, "%s: %d rows %s\n", t.table, len(lines), hex.EncodeToString(h.Sum(nil))[:16])
 	}
 	return out.String()
 }
@@ -975,8 +989,12 @@ func (g *generator) hasMemory(rt *rapid.T, table string) bool {
 	if v, ok := g.memoryColumn[table]; ok {
 		return v
 	}
+	q := "SELECT count(*) FROM pragma_table_info(?) WHERE name = 'memory'"
+	if g.postgres {
+		q = "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'memory'"
+	}
 	var n int
-	if err := g.store.QueryRow("SELECT count(*) FROM pragma_table_info(?) WHERE name = 'memory'", table).Scan(&n); err != nil {
+	if err := g.store.QueryRow(q, table).Scan(&n); err != nil {
 		rt.Fatalf("columns of %s: %v", table, err)
 	}
 	if g.memoryColumn == nil {
@@ -984,6 +1002,14 @@ func (g *generator) hasMemory(rt *rapid.T, table string) bool {
 	}
 	g.memoryColumn[table] = n > 0
 	return n > 0
+}
+
+// param is the store's placeholder for the i-th argument.
+func (g *generator) param(i int) string {
+	if g.postgres {
+		return fmt.Sprint("$", i)
+	}
+	return "?"
 }
 
 func diffLines(a, b string) string {
