@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/proofs"
 )
 
@@ -188,10 +189,16 @@ func (s *Sequencer) Step(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if len(evs) > 0 {
+			crashpoint.Hit(crashpoint.SequencerCommitted)
+		}
 		s.noteStep(cp, evs)
 		return nil
 	}
 	cp, evs, err := s.step(ctx, s.outbox, s.log)
+	if err == nil && len(evs) > 0 {
+		crashpoint.Hit(crashpoint.SequencerCommitted)
+	}
 	s.noteStep(cp, evs) // cp is nil when the step failed
 	return err
 }
@@ -232,10 +239,12 @@ func (s *Sequencer) step(ctx context.Context, o Outbox, l Log) (*SignedCheckpoin
 		if err := l.Append(ctx, appended, leaves); err != nil {
 			return nil, nil, err
 		}
+		crashpoint.Hit(crashpoint.SequencerAppended)
 		appended += uint64(len(leaves))
 		if err := o.SetAppended(ctx, appended); err != nil {
 			return nil, nil, err
 		}
+		crashpoint.Hit(crashpoint.SequencerCounted)
 		// The ids and indices only, of the last recentEvents: a backlog
 		// (a restart after a long outage) is not kept whole.
 		for _, e := range evs {
@@ -309,6 +318,7 @@ func (s *Sequencer) signCheckpoint(ctx context.Context, o Outbox, l Log) (*Signe
 			return nil, fmt.Errorf("audit: checkpoint of size %d not saved: %w", size, err)
 		}
 	}
+	crashpoint.Hit(crashpoint.SequencerSigned)
 	cp := SignedCheckpoint{Size: size, Root: root, Note: note}
 	if err := o.SaveCheckpoint(ctx, cp); err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/requests"
@@ -269,6 +270,7 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 	if err != nil {
 		return nil, e.Refused(ctx, spec.Memory, err)
 	}
+	crashpoint.Hit(crashpoint.EraseCommitted)
 	// The destroyed keys' residue is scrubbed while the receipt waits for
 	// a checkpoint covering the event (the sequencer's step touches no key
 	// table): the call returns once both are done, as before, in the time
@@ -278,6 +280,7 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 	go func() {
 		defer close(scrubbed)
 		e.cfg.Store.ScrubErased(ctx)
+		crashpoint.Hit(crashpoint.EraseScrubbed)
 	}()
 	// This process drops the memory's cached keys now; other processes see
 	// the new erase epoch with the next rows they read.
@@ -291,6 +294,7 @@ func (e *Eraser) erase(ctx context.Context, spec store.EraseSpec, subject string
 	if err != nil {
 		return nil, err
 	}
+	crashpoint.Hit(crashpoint.EraseReceipted)
 	r.SubjectNonce = hex.EncodeToString(nonce)
 	return &Erasure{Count: er.Count, KeyFingerprint: er.Fingerprint, Timestamp: now.Truncate(time.Second), KEKVersion: kekVersion, Receipt: r}, nil
 }
@@ -343,6 +347,8 @@ func (e *Eraser) audit(ctx context.Context, memory string, err error, set func(l
 	}
 	if eerr != nil {
 		e.cfg.Logger.Error("could not audit a refused erasure", "error", eerr)
+	} else {
+		crashpoint.Hit(crashpoint.RefusalCommitted)
 	}
 	e.cfg.Journal.Committed()
 	return err

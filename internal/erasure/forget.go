@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/store"
 	"github.com/lethe-io/lethe/proofs"
@@ -163,6 +164,7 @@ func (e *Eraser) Forget(ctx context.Context, sel grains.Selector, force bool) (*
 		res.Status = "not_found"
 		return res, nil
 	}
+	crashpoint.Hit(crashpoint.ForgetCommitted)
 	if res.Receipt, err = e.cfg.Journal.Receipt(ctx, eventID, leaf); err != nil {
 		return nil, err
 	}

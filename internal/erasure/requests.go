@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe/internal/audit"
+	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/requests"
@@ -77,6 +78,7 @@ func (e *Eraser) ExecuteRequest(ctx context.Context, memory, id string) (*Erasur
 	out, err := e.erase(ctx, spec, subject, nonce, false)
 	var held *store.HeldBy
 	if errors.As(err, &held) {
+		crashpoint.Hit(crashpoint.RequestRefused)
 		if berr := e.cfg.Requests.Block(ctx, r, held.HoldID); berr != nil {
 			return nil, berr
 		}
@@ -85,6 +87,7 @@ func (e *Eraser) ExecuteRequest(ctx context.Context, memory, id string) (*Erasur
 	if err != nil {
 		return nil, err
 	}
+	crashpoint.Hit(crashpoint.RequestErased)
 	if serr := e.cfg.Requests.Destroyed(ctx, r); serr != nil {
 		e.cfg.Logger.Warn("scrub after an erasure request failed; residue of its sealed subject may persist until the next scrub", "error", serr)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/index"
 )
@@ -144,6 +145,7 @@ func (k *Keyring) key(ctx context.Context, memory string, kind Kind, name string
 		}
 		fresh.Under = under
 		if r, err = k.store.CreateKey(ctx, fresh); err == nil {
+			crashpoint.Hit(crashpoint.KeyCreated)
 			return k.adopt(ctx, r, fresh.Fingerprint, dk)
 		}
 		k.purgeIfErased(memory, err)
@@ -390,6 +392,7 @@ func (k *Keyring) WarmUsers(ctx context.Context, memory string, userIDs []string
 		k.purgeIfErased(memory, err)
 		return err
 	}
+	crashpoint.Hit(crashpoint.KeyCreated)
 	for i, r := range live {
 		if _, err := k.adopt(ctx, r, fresh[i].Fingerprint, dks[i]); err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/internal/grains"
 	"github.com/lethe-io/lethe/internal/keys"
 	"github.com/lethe-io/lethe/internal/requests"
@@ -467,6 +468,7 @@ func (db *DB) CleanupErased(ctx context.Context, limit int) (int, error) {
 		if err != nil {
 			return total, err
 		}
+		crashpoint.Hit(crashpoint.CleanerJob)
 		total += n
 		if total >= limit {
 			break
