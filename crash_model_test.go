@@ -25,6 +25,7 @@ import (
 	"filippo.io/age/armor"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/internal/testenv"
 	"github.com/lethe-io/lethe/proofs"
 )
@@ -45,7 +46,17 @@ import (
 // (often a forget or an erasure) has begun, after a wait drawn around how
 // long such calls took so far, so that the kill lands inside it, before or
 // after its commit;
-// sometimes between calls, or while the store opens. The parent then
+// sometimes between calls, or while the store opens.
+//
+// Random timing rarely lands inside the narrow windows that matter, so half
+// the rounds also arm a crash point (package internal/crashpoint), drawn
+// with its first, second or third hit: the child kills itself with SIGKILL
+// there, right after a commit and before the step that follows it (an
+// erasure's key destroyed, its scrub and receipt not yet done; the
+// sequencer's events appended, its checkpoint not yet saved; the cleaner
+// between two transactions...), unless the parent kills it first as above
+// (it then waits for 20 to 60 results). A round that died at its point is
+// checked as any other. The parent then
 // reopens the store and builds the model from the results it read: the
 // call begun and not reported (in flight) may have happened or not, and
 // the store must be explained by one of the two:
@@ -72,15 +83,20 @@ import (
 // The next round continues on the same store, so writes after a crash are
 // checked too. It runs on SQLite and PostgreSQL.
 //
-// By default it runs 16 rounds per store (about 5 s on SQLite and 20 s on
+// By default it runs 16 rounds per store (about 6 s on SQLite and 20 s on
 // PostgreSQL on an idle machine). For a longer run set LETHE_CRASH_ROUNDS
-// (rounds per store). LETHE_CRASH_SEED (printed by every run) fixes the
-// test's random choices; where each kill lands, and so what the later
-// rounds start from, still varies from run to run.
+// (rounds per store); LETHE_CRASH_POINTS (a comma-separated list of
+// points) arms every round at one of those points. LETHE_CRASH_SEED
+// (printed by every run) fixes the test's random choices; where each kill
+// lands, and so what the later rounds start from, still varies from run
+// to run.
 //
 //	LETHE_CRASH_ROUNDS=200 go test -count=1 -run TestCrashModel -timeout 2h .
+//	LETHE_CRASH_POINTS=erase.committed,cleaner.job go test -count=1 -run TestCrashModel .
 //
-// A failure prints the round, the call in flight and the calls before it.
+// A failure prints the round, the crash point armed (and whether the child
+// died at it), the call in flight and the calls before it; with -v, the
+// rounds armed at each point and those that died there.
 func TestCrashModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns child processes")
@@ -102,6 +118,16 @@ func TestCrashModel(t *testing.T) {
 		seed = n
 	}
 	t.Logf("LETHE_CRASH_SEED=%d", seed)
+	points := crashModelPoints()
+	armAll := false
+	if s := os.Getenv("LETHE_CRASH_POINTS"); s != "" {
+		points, armAll = strings.Split(s, ","), true
+		for _, p := range points {
+			if !slices.Contains(crashpoint.Points(), p) {
+				t.Fatalf("LETHE_CRASH_POINTS: %q is not a crash point (%v)", p, crashpoint.Points())
+			}
+		}
+	}
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +140,8 @@ func TestCrashModel(t *testing.T) {
 			}
 			r := &crashRun{t: t, cfg: cfg, seed: seed, id: id, model: newCrashModel(),
 				file: t.TempDir() + "/model.json", kill: rand.New(rand.NewPCG(seed, 1)), took: map[string][]int64{},
-				outcomes: map[string]int{}}
+				outcomes: map[string]int{}, arm: rand.New(rand.NewPCG(seed, 2)), points: points, armAll: armAll,
+				armed: map[string]int{}, reached: map[string]int{}}
 			start := time.Now()
 			for round := range rounds {
 				r.round(round, round == rounds-1)
@@ -125,15 +152,33 @@ func TestCrashModel(t *testing.T) {
 					alive++
 				}
 			}
-			t.Logf("%s: %d rounds, %d calls (%d in flight at a kill, %d of them happened), %d grains written, %d alive, %d audit leaves, %v",
-				b.name, rounds, r.calls, r.inFlight, r.happened, len(r.model.Grains), alive, r.leaves, time.Since(start).Round(time.Millisecond))
+			t.Logf("%s: %d rounds (%d armed at a crash point, %d died at it), %d calls (%d in flight at a kill, %d of them happened), %d grains written, %d alive, %d audit leaves, %v",
+				b.name, rounds, countRounds(r.armed), countRounds(r.reached), r.calls, r.inFlight, r.happened, len(r.model.Grains), alive, r.leaves, time.Since(start).Round(time.Millisecond))
 			if testing.Verbose() {
 				for _, k := range slices.Sorted(maps.Keys(r.outcomes)) {
 					t.Logf("%5d %s", r.outcomes[k], k)
 				}
+				for _, p := range slices.Sorted(maps.Keys(r.armed)) {
+					t.Logf("crash point %s: armed in %d rounds, reached in %d", p, r.armed[p], r.reached[p])
+				}
 			}
 		})
 	}
+}
+
+// crashModelPoints returns the crash points the crash test's calls reach:
+// every point but an erasure request's.
+func crashModelPoints() []string {
+	return slices.DeleteFunc(crashpoint.Points(), func(p string) bool { return strings.HasPrefix(p, "request.") })
+}
+
+// countRounds sums the rounds counted by point.
+func countRounds(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // crashMemory is the memory the crash test writes to.
@@ -707,6 +752,13 @@ type crashRun struct {
 	took map[string][]int64
 
 	calls, inFlight, happened, leaves int
+	// arm draws the crash point of a round (half of them, or every one
+	// with armAll) from points; armed and reached count the rounds armed
+	// at each point and those whose child died at it.
+	arm            *rand.Rand
+	points         []string
+	armAll         bool
+	armed, reached map[string]int
 	// outcomes counts the reported calls by operation and code, and the
 	// calls in flight by operation and whether they happened.
 	outcomes map[string]int
@@ -716,7 +768,7 @@ type crashRun struct {
 // checks it against the model.
 func (r *crashRun) round(round int, last bool) {
 	t := r.t
-	lines, stderr := r.runChild(round)
+	lines, stderr, point := r.runChild(round)
 	// The calls in order: those with a result happened; the last may be in
 	// flight.
 	type step struct {
@@ -757,7 +809,7 @@ func (r *crashRun) round(round int, last bool) {
 	}
 	fail := func(format string, args ...any) {
 		t.Helper()
-		t.Fatalf("seed %d round %d: %s\ncalls:%s", r.seed, round, fmt.Sprintf(format, args...), trace())
+		t.Fatalf("seed %d round %d (%s): %s\ncalls:%s", r.seed, round, point, fmt.Sprintf(format, args...), trace())
 	}
 	m0 := r.model.clone()
 	var inflight *crashCall
@@ -824,8 +876,10 @@ func (r *crashRun) round(round int, last bool) {
 }
 
 // runChild runs round's child until it is killed and returns the lines it
-// printed (a last line cut short dropped) and its standard error.
-func (r *crashRun) runChild(round int) ([]crashLine, string) {
+// printed (a last line cut short dropped), its standard error, and what
+// killed it: the crash point it was armed at, if any, and whether it died
+// there or was killed by the parent.
+func (r *crashRun) runChild(round int) ([]crashLine, string, string) {
 	t := r.t
 	b, err := json.Marshal(r.model)
 	if err != nil {
@@ -840,6 +894,14 @@ func (r *crashRun) runChild(round int) ([]crashLine, string) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashModelEnv+"="+string(cc))
+	// Half the rounds arm a crash point at its first, second or third hit:
+	// the child kills itself there, unless the parent kills it first as
+	// in any round.
+	point := ""
+	if r.armAll || r.arm.IntN(2) == 0 {
+		point = fmt.Sprintf("%s@%d", r.points[r.arm.IntN(len(r.points))], 1+r.arm.IntN(3))
+		cmd.Env = append(cmd.Env, crashpoint.Env+"="+point)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -870,6 +932,10 @@ func (r *crashRun) runChild(round int) ([]crashLine, string) {
 	// at its end), or at once.
 	inOpen := r.kill.IntN(8) == 0
 	after := 1 + r.kill.IntN(60)
+	if point != "" {
+		// Time for the calls to reach the point.
+		inOpen, after = false, 20+r.kill.IntN(41)
+	}
 	onCall := r.kill.IntN(4) != 0
 	destructive := r.kill.IntN(2) == 0
 	waits := r.kill.IntN(4) != 0
@@ -920,13 +986,24 @@ func (r *crashRun) runChild(round int) ([]crashLine, string) {
 	cmd.Wait()
 	stuck.Stop()
 	once.Do(func() {}) // no kill after this
+	how := "no crash point armed"
+	if point != "" {
+		name, _ := crashpoint.Parse(point)
+		r.armed[name]++
+		how = "crash point " + point + " armed, not reached: killed by the parent"
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if strings.Contains(stderr.String(), "lethe: crashpoint "+point+" reached\n") && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			r.reached[name]++
+			how, killed = "died at crash point "+point, true
+		}
+	}
 	if !killed {
-		t.Fatalf("round %d: the child exited before it was killed: %s", round, stderr.String())
+		t.Fatalf("round %d (%s): the child exited before it was killed: %s", round, how, stderr.String())
 	}
 	if silent.Load() {
 		t.Fatalf("round %d: the child printed nothing for 2 minutes: %s", round, stderr.String())
 	}
-	return lines, stderr.String()
+	return lines, stderr.String(), how
 }
 
 // keyObs is a data key as dry-run erasures see it.
