@@ -55,6 +55,10 @@ func TestMain(m *testing.M) {
 		crashModelChild()
 		return
 	}
+	if os.Getenv(crashPointsEnv) != "" {
+		pointsChild()
+		return
+	}
 	code := m.Run()
 	if code == 0 {
 		code = checkLeaves()
