@@ -59,6 +59,10 @@ func TestMain(m *testing.M) {
 		pointsChild()
 		return
 	}
+	if os.Getenv(crashEraseEnv) != "" {
+		eraseChild()
+		return
+	}
 	code := m.Run()
 	if code == 0 {
 		code = checkLeaves()

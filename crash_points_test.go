@@ -355,3 +355,102 @@ func checkPointStore(t *testing.T, cfg lethe.Config, point string, done map[stri
 		fail("close: %v", err)
 	}
 }
+
+// crashEraseEnv names the variable that makes the test binary
+// TestNoResidueAfterCrashAtErase's child; it holds a childConfig.
+const crashEraseEnv = "LETHE_CRASH_ERASE_CHILD"
+
+// eraseChild erases user u1 of memory res, armed to die at once its
+// erasure committed.
+func eraseChild() {
+	var cc childConfig
+	if err := json.Unmarshal([]byte(os.Getenv(crashEraseEnv)), &cc); err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	db, err := lethe.Open(ctx, lethe.Config{DataDir: cc.DataDir, PostgresDSN: cc.PostgresDSN})
+	if err != nil {
+		panic(err)
+	}
+	_, err = db.ForgetUser(ctx, "res", "u1")
+	fmt.Fprintln(os.Stderr, "erase child: ForgetUser returned:", err)
+	os.Exit(3)
+}
+
+// TestNoResidueAfterCrashAtErase kills a process once its erasure of a
+// user committed, before the scrub of the destroyed key's residue
+// (crashpoint.EraseCommitted), then reopens the store: once it is open,
+// the destroyed wrapped key must leave no copy in the bytes the database
+// keeps (as TestNoResidueAfterErasure checks after an erasure returned).
+// On SQLite, Open's checkpoint removes it. On PostgreSQL it stays: the
+// subtest skips, naming the known bug, until the scrub's pending
+// partitions outlive a crash.
+func TestNoResidueAfterCrashAtErase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a child process")
+	}
+	withRawStores(t, func(t *testing.T, cfg lethe.Config, raw rawStore) {
+		ctx := context.Background()
+		db := openDB(t, cfg)
+		var batch []lethe.Grain
+		for i := range 20 {
+			batch = append(batch, lethe.Grain{Memory: "res", Type: "fact", Subject: fmt.Sprintf("s%d", i), Relation: "r",
+				Object: fmt.Sprintf("o%d", i), UserID: fmt.Sprintf("u%d", i%2), Scope: "acme"})
+		}
+		if _, err := db.AddBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		dry, err := db.ForgetUser(ctx, "res", "u1", lethe.DryRun())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wrapped := raw.query(t, `SELECT wrapped FROM data_keys WHERE fingerprint = ?`, dry.KeyFingerprint)
+		if len(wrapped) != 1 || len(wrapped[0]) < 64 {
+			t.Fatalf("the wrapped key of u1: %d rows", len(wrapped))
+		}
+		if len(raw.residue(t, wrapped[0])) == 0 {
+			t.Fatal("the live key is not found in the raw bytes: the search is blind")
+		}
+
+		cc, err := json.Marshal(childConfig{DataDir: cfg.DataDir, PostgresDSN: cfg.PostgresDSN})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), crashEraseEnv+"="+string(cc), crashpoint.Env+"="+crashpoint.EraseCommitted)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		if !strings.Contains(stderr.String(), "lethe: crashpoint "+crashpoint.EraseCommitted+"@1 reached") {
+			t.Fatalf("the child did not die at %s: %v\n%s", crashpoint.EraseCommitted, err, stderr.String())
+		}
+		t.Logf("right after the crash, the destroyed key lies in %v", raw.residue(t, wrapped[0]))
+
+		db = openDB(t, cfg)
+		if _, err := db.ForgetUser(ctx, "res", "u1", lethe.DryRun()); lethe.ErrorCode(err) != "not_found" {
+			t.Fatalf("the erased user's key: %v, want not_found", err)
+		}
+		if _, ok := raw.(pgRaw); ok {
+			// Known, not fixed: the partitions of data_key_wraps that an erase
+			// leaves to its scrub are remembered in memory only (see
+			// store.noteDestroyed), so after a crash in the window nothing
+			// rewrites them, and the destroyed key's dead tuple stays in its
+			// partition's heap (a plain VACUUM prunes it without zeroing it)
+			// until a later erase of a key of the same partition.
+			db.Close()
+			t.Skipf("KNOWN BUG: on PostgreSQL the destroyed key stays in %v after a crash between an erasure's commit and its scrub", raw.residue(t, wrapped[0]))
+		}
+		if where := raw.residue(t, wrapped[0]); len(where) > 0 {
+			t.Errorf("the store reopened after a crash between an erasure's commit and its scrub: the destroyed key lies in %v", where)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if where := raw.residue(t, wrapped[0]); len(where) > 0 {
+			t.Errorf("the store closed after a crash between an erasure's commit and its scrub: the destroyed key lies in %v", where)
+		}
+	})
+}
