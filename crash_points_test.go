@@ -382,9 +382,8 @@ func eraseChild() {
 // (crashpoint.EraseCommitted), then reopens the store: once it is open,
 // the destroyed wrapped key must leave no copy in the bytes the database
 // keeps (as TestNoResidueAfterErasure checks after an erasure returned).
-// On SQLite, Open's checkpoint removes it. On PostgreSQL it stays: the
-// subtest skips, naming the known bug, until the scrub's pending
-// partitions outlive a crash.
+// On SQLite, Open's checkpoint removes it; on PostgreSQL, Open rewrites
+// the partitions the erase marked in scrub_pending in its transaction.
 func TestNoResidueAfterCrashAtErase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a child process")
@@ -432,16 +431,6 @@ func TestNoResidueAfterCrashAtErase(t *testing.T) {
 		db = openDB(t, cfg)
 		if _, err := db.ForgetUser(ctx, "res", "u1", lethe.DryRun()); lethe.ErrorCode(err) != "not_found" {
 			t.Fatalf("the erased user's key: %v, want not_found", err)
-		}
-		if _, ok := raw.(pgRaw); ok {
-			// Known, not fixed: the partitions of data_key_wraps that an erase
-			// leaves to its scrub are remembered in memory only (see
-			// store.noteDestroyed), so after a crash in the window nothing
-			// rewrites them, and the destroyed key's dead tuple stays in its
-			// partition's heap (a plain VACUUM prunes it without zeroing it)
-			// until a later erase of a key of the same partition.
-			db.Close()
-			t.Skipf("KNOWN BUG: on PostgreSQL the destroyed key stays in %v after a crash between an erasure's commit and its scrub", raw.residue(t, wrapped[0]))
 		}
 		if where := raw.residue(t, wrapped[0]); len(where) > 0 {
 			t.Errorf("the store reopened after a crash between an erasure's commit and its scrub: the destroyed key lies in %v", where)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/lethe-io/lethe/internal/grains"
 )
 
@@ -51,13 +53,8 @@ type scrubState struct {
 	seq  atomic.Int64 // requests made
 	done int64        // requests covered by a finished scrub (under mu)
 
-	// pending lists the PostgreSQL tables (partitions of data_key_wraps,
-	// or data_keys) that hold destroyed keys' dead tuples, to rewrite; a
-	// scrub that may have kept a dead tuple (an older snapshot was open,
-	// the rewrite failed) puts its tables back. Under pmu.
-	pmu     sync.Mutex
-	pending map[string]bool
-	// xid is the newest erase's transaction id (PostgreSQL).
+	// xid is the newest erase's transaction id (PostgreSQL). The tables
+	// to rewrite are in the database (scrub_pending, see markDirty).
 	xid atomic.Int64
 
 	// grains coalesces the background grain-table vacuums (PostgreSQL);
@@ -86,34 +83,83 @@ func (db *DB) ScrubStats() (runs int64, total time.Duration) {
 func (db *DB) SetScrub(on bool) { db.scrubOff.Store(!on) }
 
 // noteDestroyed records, after the commit of transaction xid
-// (PostgreSQL), the tables that hold the dead tuples of the keys it
-// destroyed, for the next scrub.
+// (PostgreSQL), that it destroyed keys; the tables holding their dead
+// tuples are in scrub_pending, marked in that transaction (markDirty).
 func (db *DB) noteDestroyed(xid int64, tables []string) {
 	db.noteEraseXID(xid)
-	if len(tables) == 0 {
-		return
-	}
-	db.scrub.pmu.Lock()
-	defer db.scrub.pmu.Unlock()
-	if db.scrub.pending == nil {
-		db.scrub.pending = map[string]bool{}
-	}
-	for _, t := range tables {
-		db.scrub.pending[t] = true
-	}
 }
 
-// takePending returns the tables to rewrite and forgets them.
-func (db *DB) takePending() []string {
-	db.scrub.pmu.Lock()
-	defer db.scrub.pmu.Unlock()
-	var out []string
-	for t := range db.scrub.pending {
-		out = append(out, t)
+// markDirtySQL records tables ($1) as holding destroyed keys' dead
+// tuples, for the scrub, in the transaction that made them: with that
+// transaction's id (the scrub waits for the snapshots older than it) and a
+// generation, so that a scrub that read a table's row before another erase
+// marked it again leaves the new mark.
+const markDirtySQL = `INSERT INTO scrub_pending (tbl, xid, gen) SELECT t, txid_current(), 1 FROM unnest($1::text[]) t` + markDirtyConflict
+
+// markDirtyGorm is markDirtySQL for gorm, which would spell a slice out
+// as a list: the tables are one comma-separated argument (no table name
+// has a comma).
+const markDirtyGorm = `INSERT INTO scrub_pending (tbl, xid, gen) SELECT t, txid_current(), 1 FROM unnest(string_to_array(?::text, ',')) t` +
+	markDirtyConflict
+
+const markDirtyConflict = `
+ON CONFLICT (tbl) DO UPDATE SET xid = GREATEST(scrub_pending.xid, EXCLUDED.xid), gen = scrub_pending.gen + 1`
+
+// markDirty records tables in scrub_pending in tx (PostgreSQL), so that
+// the rewrite they need outlives a crash between the erase's commit and
+// its scrub: the scrub deletes a table's row only once it rewrote the
+// table with no older snapshot open, and Open scrubs what is left
+// (TestNoResidueAfterCrashAtErase).
+func markDirty(tx *gorm.DB, tables []string) error {
+	if len(tables) == 0 || tx.Dialector.Name() != "postgres" {
+		return nil
 	}
-	clear(db.scrub.pending)
+	return translate(tx.Exec(markDirtyGorm, strings.Join(sortedTables(tables), ",")).Error, "record the scrub")
+}
+
+// sortedTables returns tables sorted: erases mark their rows of
+// scrub_pending in one order, so two that mark the same ones cannot
+// deadlock.
+func sortedTables(tables []string) []string {
+	out := slices.Clone(tables)
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
+}
+
+// pendingScrub is a row of scrub_pending.
+type pendingScrub struct {
+	Tbl string
+	Xid int64
+	Gen int64
+}
+
+// migrateScrubPending creates scrub_pending (PostgreSQL). A store that
+// had none (made by a version that listed the tables to rewrite in memory
+// only, so that a crash could lose them) gets every partition of
+// data_key_wraps marked once, so that the first scrub rewrites them all.
+func (db *DB) migrateScrubPending(ctx context.Context) error {
+	if db.dialect != Postgres {
+		return nil
+	}
+	g := db.gorm.WithContext(ctx)
+	var existed bool
+	if err := g.Raw(`SELECT to_regclass('scrub_pending') IS NOT NULL`).Scan(&existed).Error; err != nil {
+		return err
+	}
+	if existed {
+		return nil
+	}
+	return g.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec(`CREATE TABLE IF NOT EXISTS scrub_pending (tbl varchar(128) PRIMARY KEY, xid bigint NOT NULL, gen bigint NOT NULL)`).Error; err != nil {
+			return err
+		}
+		var parts []string
+		if err := tx.Raw(`SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = to_regclass('data_key_wraps') ORDER BY 1`).Scan(&parts).Error; err != nil {
+			return err
+		}
+		return markDirty(tx, parts)
+	})
 }
 
 // scrubKeys removes the residue of destroyed keys after an erase committed
@@ -135,9 +181,9 @@ func (db *DB) scrubKeys(ctx context.Context) error {
 	if db.dialect == SQLite {
 		err = db.checkpoint(ctx)
 	} else {
-		// Taken after upTo was read: every table noted before a request
-		// up to upTo counted itself is among them.
-		err = db.vacuumKeys(ctx, db.takePending())
+		// Read after upTo was: every table an erase marked before a
+		// request up to upTo counted itself is among them.
+		err = db.vacuumPending(ctx)
 	}
 	db.scrub.nanos.Add(int64(time.Since(start)))
 	db.scrub.runs.Add(1)
@@ -250,25 +296,35 @@ func (db *DB) checkpoint(ctx context.Context) error {
 // open before the newest erase committed (its xid is db.scrub.xid) keeps
 // that erase's dead tuples visible, and VACUUM FULL copies such tuples:
 // the scrub then puts the tables back for the next one, and reports it.
-func (db *DB) vacuumKeys(ctx context.Context, tables []string) error {
-	if len(tables) == 0 {
-		return nil
-	}
-	err := db.vacuumTables(ctx, tables)
-	if err != nil {
-		db.noteDestroyed(0, tables) // still dirty: the next scrub retries
-	}
-	return err
-}
-
-func (db *DB) vacuumTables(ctx context.Context, tables []string) error {
+func (db *DB) vacuumPending(ctx context.Context) error {
 	conn, err := db.conn(ctx)
 	if err != nil {
 		return translate(err, "scrub keys")
 	}
 	defer conn.Close()
+	rows, err := conn.QueryContext(ctx, `SELECT tbl, xid, gen FROM scrub_pending ORDER BY tbl`)
+	if err != nil {
+		return translate(err, "scrub keys")
+	}
+	var pending []pendingScrub
+	xid := db.scrub.xid.Load()
+	for rows.Next() {
+		var p pendingScrub
+		if err := rows.Scan(&p.Tbl, &p.Xid, &p.Gen); err != nil {
+			rows.Close()
+			return translate(err, "scrub keys")
+		}
+		pending, xid = append(pending, p), max(xid, p.Xid)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return translate(err, "scrub keys")
+	}
+	if len(pending) == 0 {
+		return nil
+	}
 	var older int64
-	if xid := db.scrub.xid.Load(); xid != 0 {
+	if xid != 0 {
 		if older, err = waitOlder(ctx, conn, xid, scrubWait); err != nil {
 			return translate(err, "scrub keys")
 		}
@@ -276,18 +332,25 @@ func (db *DB) vacuumTables(ctx context.Context, tables []string) error {
 	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '5s'`); err != nil {
 		return translate(err, "scrub keys")
 	}
-	for _, t := range tables {
+	for _, p := range pending {
 		// A partition named for a key that an earlier version stored in
 		// data_keys may not exist.
 		var exists bool
-		if err = conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, t).Scan(&exists); err != nil {
+		if err = conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Tbl).Scan(&exists); err != nil {
 			break
 		}
-		if !exists {
-			continue
+		if exists {
+			if _, err = conn.ExecContext(ctx, `VACUUM FULL `+pgIdent(p.Tbl)); err != nil {
+				break
+			}
 		}
-		if _, err = conn.ExecContext(ctx, `VACUUM FULL `+pgIdent(t)); err != nil {
-			break
+		// A snapshot older than the erase kept its dead tuple, which the
+		// rewrite copied: the row stays for the next scrub. So does a
+		// mark another erase made since the row was read (gen).
+		if older == 0 {
+			if _, err = conn.ExecContext(ctx, `DELETE FROM scrub_pending WHERE tbl = $1 AND gen = $2`, p.Tbl, p.Gen); err != nil {
+				break
+			}
 		}
 	}
 	if _, rerr := conn.ExecContext(context.Background(), `RESET lock_timeout`); rerr != nil && err == nil {
@@ -398,12 +461,17 @@ func (db *DB) noteEraseXID(xid int64) {
 }
 
 // RetryScrub rewrites again the tables the last scrubs may have left the
-// residue of a destroyed key in (PostgreSQL, under a long transaction).
+// residue of a destroyed key in (PostgreSQL, under a long transaction, or
+// after a crash: the tables are in scrub_pending).
 func (db *DB) RetryScrub(ctx context.Context) error {
-	db.scrub.pmu.Lock()
-	dirty := len(db.scrub.pending) > 0
-	db.scrub.pmu.Unlock()
-	if !dirty {
+	if db.dialect != Postgres {
+		return nil
+	}
+	var n int64
+	if err := db.gorm.WithContext(ctx).Raw(`SELECT count(*) FROM scrub_pending`).Scan(&n).Error; err != nil {
+		return translate(err, "scrub keys")
+	}
+	if n == 0 {
 		return nil
 	}
 	return db.scrubKeys(ctx)

@@ -154,6 +154,11 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		if err := db.checkpoint(ctx); err != nil {
 			db.log.Warn("checkpoint at open failed; a crashed erase's residue may stay until the next scrub", slog.Any("error", err))
 		}
+	} else if err := db.RetryScrub(ctx); err != nil {
+		// The tables an erase marked and no scrub rewrote (a crash
+		// between its commit and its scrub, or a scrub that an older
+		// snapshot held back) are rewritten now.
+		db.log.Warn("scrub at open failed; a crashed erase's residue may stay until the next scrub", slog.Any("error", err))
 	}
 	return db, nil
 }
@@ -271,6 +276,9 @@ func (db *DB) migrate(ctx context.Context) error {
 		return translate(err, "migrate schema")
 	}
 	if err := migrateSearch(g, db.dialect); err != nil {
+		return translate(err, "migrate schema")
+	}
+	if err := db.migrateScrubPending(ctx); err != nil {
 		return translate(err, "migrate schema")
 	}
 	if err := db.migrateWraps(ctx); err != nil {

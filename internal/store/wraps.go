@@ -97,6 +97,9 @@ func (db *DB) migrateWraps(ctx context.Context) error {
 		if err := tx.Exec(`UPDATE data_keys SET wrapped = NULL WHERE wrapped IS NOT NULL`).Error; err != nil {
 			return err
 		}
+		if err := markDirty(tx, []string{"data_keys"}); err != nil {
+			return err
+		}
 		return tx.Raw(`SELECT txid_current()`).Scan(&xid).Error
 	})
 	if err != nil {
@@ -232,6 +235,9 @@ func (db *DB) deleteWraps(tx *gorm.DB, ids []int64) ([]string, error) {
 		if !slices.Contains(tables, p) {
 			tables = append(tables, p)
 		}
+	}
+	if err := markDirty(tx, tables); err != nil {
+		return nil, err
 	}
 	return tables, nil
 }
