@@ -104,7 +104,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		q.Exec(ctx, `INSERT INTO erase_epochs (memory, epoch) VALUES ($1, 1) ON CONFLICT (memory) DO UPDATE SET epoch = erase_epochs.epoch + 1`, spec.Memory)
 		q.Exec(ctx, `INSERT INTO erase_cleanup (memory, kind, scope, key_id, created_us) VALUES ($1, $2, '', $3, $4)`,
 			spec.Memory, string(keys.KindUser), key.ID, spec.Now)
-		q.Exec(ctx, markDirtySQL, sortedTables(dirty))
+		q.Exec(ctx, markDirtySQL, dirty)
 		if err := insertEventsPG(ctx, q, spec.Now, evs); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -90,48 +91,29 @@ func (db *DB) noteDestroyed(xid int64, tables []string) {
 }
 
 // markDirtySQL records tables ($1) as holding destroyed keys' dead
-// tuples, for the scrub, in the transaction that made them: with that
-// transaction's id (the scrub waits for the snapshots older than it) and a
-// generation, so that a scrub that read a table's row before another erase
-// marked it again leaves the new mark.
-const markDirtySQL = `INSERT INTO scrub_pending (tbl, xid, gen) SELECT t, txid_current(), 1 FROM unnest($1::text[]) t` + markDirtyConflict
+// tuples, for the scrub, in the transaction that made them, with its id
+// (the scrub waits for the snapshots older than it). Each erase adds rows
+// of its own, so erases never wait for each other here, and a scrub
+// deletes the rows it read, leaving those added since.
+const markDirtySQL = `INSERT INTO scrub_pending (tbl, xid) SELECT t, txid_current() FROM unnest($1::text[]) t`
 
 // markDirtyGorm is markDirtySQL for gorm, which would spell a slice out
 // as a list: the tables are one comma-separated argument (no table name
 // has a comma).
-const markDirtyGorm = `INSERT INTO scrub_pending (tbl, xid, gen) SELECT t, txid_current(), 1 FROM unnest(string_to_array(?::text, ',')) t` +
-	markDirtyConflict
-
-const markDirtyConflict = `
-ON CONFLICT (tbl) DO UPDATE SET xid = GREATEST(scrub_pending.xid, EXCLUDED.xid), gen = scrub_pending.gen + 1`
+const markDirtyGorm = `INSERT INTO scrub_pending (tbl, xid) SELECT t, txid_current() FROM unnest(string_to_array(?::text, ',')) t`
 
 // markDirty records tables in scrub_pending in tx (PostgreSQL), so that
 // the rewrite they need outlives a crash between the erase's commit and
-// its scrub: the scrub deletes a table's row only once it rewrote the
+// its scrub: the scrub deletes a table's rows only once it rewrote the
 // table with no older snapshot open, and Open scrubs what is left
 // (TestNoResidueAfterCrashAtErase).
 func markDirty(tx *gorm.DB, tables []string) error {
 	if len(tables) == 0 || tx.Dialector.Name() != "postgres" {
 		return nil
 	}
-	return translate(tx.Exec(markDirtyGorm, strings.Join(sortedTables(tables), ",")).Error, "record the scrub")
+	return translate(tx.Exec(markDirtyGorm, strings.Join(tables, ",")).Error, "record the scrub")
 }
 
-// sortedTables returns tables sorted: erases mark their rows of
-// scrub_pending in one order, so two that mark the same ones cannot
-// deadlock.
-func sortedTables(tables []string) []string {
-	out := slices.Clone(tables)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// pendingScrub is a row of scrub_pending.
-type pendingScrub struct {
-	Tbl string
-	Xid int64
-	Gen int64
-}
 
 // migrateScrubPending creates scrub_pending (PostgreSQL). A store that
 // had none (made by a version that listed the tables to rewrite in memory
@@ -150,7 +132,7 @@ func (db *DB) migrateScrubPending(ctx context.Context) error {
 		return nil
 	}
 	return g.Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`CREATE TABLE IF NOT EXISTS scrub_pending (tbl varchar(128) PRIMARY KEY, xid bigint NOT NULL, gen bigint NOT NULL)`).Error; err != nil {
+		if err := tx.Exec(`CREATE TABLE IF NOT EXISTS scrub_pending (id bigserial PRIMARY KEY, tbl varchar(128) NOT NULL, xid bigint NOT NULL)`).Error; err != nil {
 			return err
 		}
 		var parts []string
@@ -302,25 +284,26 @@ func (db *DB) vacuumPending(ctx context.Context) error {
 		return translate(err, "scrub keys")
 	}
 	defer conn.Close()
-	rows, err := conn.QueryContext(ctx, `SELECT tbl, xid, gen FROM scrub_pending ORDER BY tbl`)
+	rows, err := conn.QueryContext(ctx, `SELECT id, tbl, xid FROM scrub_pending`)
 	if err != nil {
 		return translate(err, "scrub keys")
 	}
-	var pending []pendingScrub
+	ids := map[string][]int64{} // the rows read, by table
 	xid := db.scrub.xid.Load()
 	for rows.Next() {
-		var p pendingScrub
-		if err := rows.Scan(&p.Tbl, &p.Xid, &p.Gen); err != nil {
+		var id, x int64
+		var tbl string
+		if err := rows.Scan(&id, &tbl, &x); err != nil {
 			rows.Close()
 			return translate(err, "scrub keys")
 		}
-		pending, xid = append(pending, p), max(xid, p.Xid)
+		ids[tbl], xid = append(ids[tbl], id), max(xid, x)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return translate(err, "scrub keys")
 	}
-	if len(pending) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
 	var older int64
@@ -332,23 +315,23 @@ func (db *DB) vacuumPending(ctx context.Context) error {
 	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '5s'`); err != nil {
 		return translate(err, "scrub keys")
 	}
-	for _, p := range pending {
+	for _, tbl := range slices.Sorted(maps.Keys(ids)) {
 		// A partition named for a key that an earlier version stored in
 		// data_keys may not exist.
 		var exists bool
-		if err = conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Tbl).Scan(&exists); err != nil {
+		if err = conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
 			break
 		}
 		if exists {
-			if _, err = conn.ExecContext(ctx, `VACUUM FULL `+pgIdent(p.Tbl)); err != nil {
+			if _, err = conn.ExecContext(ctx, `VACUUM FULL `+pgIdent(tbl)); err != nil {
 				break
 			}
 		}
 		// A snapshot older than the erase kept its dead tuple, which the
-		// rewrite copied: the row stays for the next scrub. So does a
-		// mark another erase made since the row was read (gen).
+		// rewrite copied: the rows stay for the next scrub. Rows an erase
+		// added since they were read stay too.
 		if older == 0 {
-			if _, err = conn.ExecContext(ctx, `DELETE FROM scrub_pending WHERE tbl = $1 AND gen = $2`, p.Tbl, p.Gen); err != nil {
+			if _, err = conn.ExecContext(ctx, `DELETE FROM scrub_pending WHERE id = ANY($1)`, ids[tbl]); err != nil {
 				break
 			}
 		}
