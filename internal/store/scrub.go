@@ -114,7 +114,6 @@ func markDirty(tx *gorm.DB, tables []string) error {
 	return translate(tx.Exec(markDirtyGorm, strings.Join(tables, ",")).Error, "record the scrub")
 }
 
-
 // migrateScrubPending creates scrub_pending (PostgreSQL). A store that
 // had none (made by a version that listed the tables to rewrite in memory
 // only, so that a crash could lose them) gets every partition of
