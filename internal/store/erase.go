@@ -195,20 +195,17 @@ type EraseSpec struct {
 // only for a dry run).
 func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (*Erasure, error) {
 	var er *Erasure
-	var xid int64
-	var dirty []string // tables holding the destroyed keys' dead tuples
 	var err error
 	done := false // by eraseUserPG
 	if db.dialect == Postgres && spec.Kind == keys.KindUser && spec.Request == nil {
-		er, xid, dirty, done, err = db.eraseUserPG(ctx, spec, mk)
+		er, done, err = db.eraseUserPG(ctx, spec, mk)
 	}
 	if !done && err == nil {
-		er, xid, dirty, err = db.eraseTx(ctx, spec, mk)
+		er, err = db.eraseTx(ctx, spec, mk)
 	}
 	if err != nil {
 		return er, translate(err, "erase")
 	}
-	db.noteDestroyed(xid, dirty)
 	if slices.ContainsFunc(er.Destroyed, func(r keys.Record) bool { return r.Kind == keys.KindUser }) {
 		db.scrub.names.Store(true)
 	}
@@ -218,12 +215,11 @@ func (db *DB) EraseKey(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasu
 	return er, nil
 }
 
-// eraseTx is EraseKey's transaction, on every store and for every kind:
-// it returns the erasure, the transaction's id (PostgreSQL) and the tables
-// holding the destroyed keys' dead tuples.
-func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (er *Erasure, xid int64, dirty []string, err error) {
+// eraseTx is EraseKey's transaction, on every store and for every kind.
+// On PostgreSQL it marks the tables holding the destroyed keys' dead
+// tuples for the scrub (see deleteWraps).
+func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (er *Erasure, err error) {
 	err = db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		dirty = nil
 		if err := lockMemory(tx, db.dialect, spec.Memory, true); err != nil {
 			return err
 		}
@@ -295,7 +291,7 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 			ids = append(ids, v.ID)
 			er.Destroyed = append(er.Destroyed, toRecord(v))
 		}
-		if dirty, err = db.deleteWraps(tx, ids); err != nil {
+		if err := db.deleteWraps(tx, ids); err != nil {
 			return err
 		}
 		res := tx.Model(&KeyRow{}).Where("id IN ? AND destroyed_us = 0", ids).
@@ -321,11 +317,6 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 		if err := tx.Create(&job).Error; err != nil {
 			return translate(err, "record cleanup")
 		}
-		if db.dialect == Postgres {
-			if err := tx.Raw(`SELECT txid_current()`).Scan(&xid).Error; err != nil {
-				return translate(err, "erase")
-			}
-		}
 		var evs []Event
 		if mk != nil {
 			if evs, err = mk(ctx, er); err != nil {
@@ -344,13 +335,11 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 			if len(evs) > 0 {
 				t.EventID = evs[0].ID
 			}
-			more, err := db.finishRequest(tx, t)
-			dirty = append(dirty, more...)
-			return err
+			return db.finishRequest(tx, t)
 		}
 		return nil
 	})
-	return er, xid, dirty, err
+	return er, err
 }
 
 // ScrubErased removes the residue of the keys destroyed by erases that

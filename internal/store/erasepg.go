@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,7 +26,7 @@ import (
 // other steps are needed: a request's execution, another kind's cleanup
 // job to finish first, or a hold on a scope, which needs a read of the
 // user's grains under it.
-func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (er *Erasure, xid int64, dirty []string, ok bool, err error) {
+func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasure]) (er *Erasure, ok bool, err error) {
 	err = db.pgConn(ctx, func(pc *pgx.Conn) error {
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
@@ -84,7 +85,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 			}
 		}
 		er.Destroyed = []keys.Record{toRecord(key)}
-		dirty = wrapParts([]int64{key.ID})
+		dirty := wrapParts([]int64{key.ID})
 		if legacy {
 			dirty = append(dirty, "data_keys")
 		}
@@ -104,29 +105,21 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		q.Exec(ctx, `INSERT INTO erase_epochs (memory, epoch) VALUES ($1, 1) ON CONFLICT (memory) DO UPDATE SET epoch = erase_epochs.epoch + 1`, spec.Memory)
 		q.Exec(ctx, `INSERT INTO erase_cleanup (memory, kind, scope, key_id, created_us) VALUES ($1, $2, '', $3, $4)`,
 			spec.Memory, string(keys.KindUser), key.ID, spec.Now)
-		q.Exec(ctx, markDirtySQL, dirty)
+		q.Exec(ctx, markDirtyPG, strings.Join(dirty, ","))
 		if err := insertEventsPG(ctx, q, spec.Now, evs); err != nil {
 			return err
 		}
-		n := w.Len()
-		w.Queue(`SELECT txid_current()`)
 		w.Queue("COMMIT")
 		wr := pc.SendBatch(ctx, w)
-		for range n {
+		for range w.Len() {
 			if _, err = wr.Exec(); err != nil {
 				break
 			}
-		}
-		if err == nil {
-			err = wr.QueryRow().Scan(&xid)
-		}
-		if err == nil {
-			_, err = wr.Exec()
 		}
 		if cerr := wr.Close(); err == nil {
 			err = cerr
 		}
 		return err
 	})
-	return er, xid, dirty, ok, err
+	return er, ok, err
 }

@@ -144,38 +144,24 @@ func (db *DB) Requests(ctx context.Context, memory string, f requests.Filter) ([
 	return out, nil
 }
 
-// Transition applies t with its events.
-// A transition that destroys the sealing key notes its transaction id
-// (PostgreSQL), as an erase does, so that the scrub after it waits for the
-// snapshots older than it, which would keep the destroyed key's tuple.
+// Transition applies t with its events. A transition that destroys the
+// sealing key marks its partition for the scrub, as an erase does (see
+// deleteWraps).
 func (db *DB) Transition(ctx context.Context, t *requests.Transition, evs []Event) error {
-	var xid int64
-	var dirty []string
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		if dirty, err = db.applyTransition(tx, t); err != nil {
+		if err := db.applyTransition(tx, t); err != nil {
 			return err
-		}
-		if t.Destroy && db.dialect == Postgres {
-			if err := tx.Raw(`SELECT txid_current()`).Scan(&xid).Error; err != nil {
-				return translate(err, "change request")
-			}
 		}
 		return insertEvents(tx, t.At.UnixMicro(), evs)
 	})
-	if err != nil {
-		return translate(err, "change request")
-	}
-	db.noteDestroyed(xid, dirty)
-	return nil
+	return translate(err, "change request")
 }
 
 // applyTransition moves the request to t.To if it is in one of t.From,
 // else fails with invalid_state (not_found if there is no such request).
-// With t.Destroy it destroys the sealing key and the sealed subject, and
-// returns the tables the key's dead tuples stay in until a scrub (see
-// deleteWraps).
-func (db *DB) applyTransition(tx *gorm.DB, t *requests.Transition) ([]string, error) {
+// With t.Destroy it destroys the sealing key and the sealed subject (see
+// deleteWraps for the key's dead tuples).
+func (db *DB) applyTransition(tx *gorm.DB, t *requests.Transition) error {
 	now := t.At.UnixMicro()
 	set := map[string]any{"status": string(t.To)}
 	switch t.To {
@@ -202,32 +188,28 @@ func (db *DB) applyTransition(tx *gorm.DB, t *requests.Transition) ([]string, er
 	}
 	var rows []RequestRow
 	if err := tx.Select("id", "status", "key_id").Where("memory = ? AND id = ?", t.Memory, t.ID).Limit(1).Find(&rows).Error; err != nil {
-		return nil, translate(err, "read request")
+		return translate(err, "read request")
 	}
 	if len(rows) == 0 {
-		return nil, grains.Errorf(grains.CodeNotFound, "no erasure request %s in memory %s", t.ID, t.Memory)
+		return grains.Errorf(grains.CodeNotFound, "no erasure request %s in memory %s", t.ID, t.Memory)
 	}
 	res := tx.Model(&RequestRow{}).Where("memory = ? AND id = ? AND status IN ?", t.Memory, t.ID, from).Updates(set)
 	if res.Error != nil {
-		return nil, translate(res.Error, "change request")
+		return translate(res.Error, "change request")
 	}
 	if res.RowsAffected == 0 {
-		return nil, &grains.Error{Code: grains.CodeInvalidState, Field: "status",
+		return &grains.Error{Code: grains.CodeInvalidState, Field: "status",
 			Message: "the request is no longer " + strings.Join(from, " or ") + " (another call changed it first)"}
 	}
 	if !t.Destroy {
-		return nil, nil
+		return nil
 	}
-	dirty, err := db.deleteWraps(tx, []int64{rows[0].KeyID})
-	if err != nil {
-		return nil, err
+	if err := db.deleteWraps(tx, []int64{rows[0].KeyID}); err != nil {
+		return err
 	}
-	err = tx.Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0", rows[0].KeyID).
+	err := tx.Model(&KeyRow{}).Where("id = ? AND destroyed_us = 0", rows[0].KeyID).
 		Updates(map[string]any{"wrapped": nil, "destroyed_us": now, "name": gorm.Expr(destroyedName)}).Error
-	if err != nil {
-		return nil, translate(err, "destroy the request's key")
-	}
-	return dirty, nil
+	return translate(err, "destroy the request's key")
 }
 
 // claimRequest moves an executable request to executed at the start of
@@ -235,13 +217,12 @@ func (db *DB) applyTransition(tx *gorm.DB, t *requests.Transition) ([]string, er
 // executing the same request wait, then fail with invalid_state, so the
 // erasure runs once.
 func (db *DB) claimRequest(tx *gorm.DB, t *requests.Transition) error {
-	_, err := db.applyTransition(tx, &requests.Transition{Memory: t.Memory, ID: t.ID, From: t.From, To: requests.Executed, Actor: t.Actor, At: t.At})
-	return err
+	return db.applyTransition(tx, &requests.Transition{Memory: t.Memory, ID: t.ID, From: t.From, To: requests.Executed, Actor: t.Actor, At: t.At})
 }
 
 // finishRequest records the erasure's result in the claimed request and
-// destroys its sealed subject (and returns deleteWraps' tables).
-func (db *DB) finishRequest(tx *gorm.DB, t *requests.Transition) ([]string, error) {
+// destroys its sealed subject.
+func (db *DB) finishRequest(tx *gorm.DB, t *requests.Transition) error {
 	done := *t
 	done.From, done.To, done.Destroy = []requests.Status{requests.Executed}, requests.Executed, true
 	return db.applyTransition(tx, &done)

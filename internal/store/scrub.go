@@ -39,8 +39,8 @@ import (
 // tuples of data_keys, which hold the user refs they were named by, get a
 // forget's plain VACUUM (see scrubNames). A transaction whose snapshot is older
 // than the erase keeps the dead tuple visible, so VACUUM FULL copies it:
-// the scrub then reports the partition dirty, and the next erase or
-// RetryScrub rewrites it again. After a forget the scrub is a plain VACUUM
+// the scrub then leaves the partition in scrub_pending, and the next
+// erase, RetryScrub or Open rewrites it again. After a forget the scrub is a plain VACUUM
 // of the grain tables in the background: the forgotten tuples leave the
 // heap's items, but their bytes may stay in free page space until
 // overwritten (forget is deletion; crypto-erasure is the final path). WAL
@@ -53,10 +53,6 @@ type scrubState struct {
 	mu   sync.Mutex
 	seq  atomic.Int64 // requests made
 	done int64        // requests covered by a finished scrub (under mu)
-
-	// xid is the newest erase's transaction id (PostgreSQL). The tables
-	// to rewrite are in the database (scrub_pending, see markDirty).
-	xid atomic.Int64
 
 	// grains coalesces the background grain-table vacuums (PostgreSQL);
 	// grainsLast is when the last one began (only its goroutine touches
@@ -83,24 +79,16 @@ func (db *DB) ScrubStats() (runs int64, total time.Duration) {
 // for measuring what it costs.
 func (db *DB) SetScrub(on bool) { db.scrubOff.Store(!on) }
 
-// noteDestroyed records, after the commit of transaction xid
-// (PostgreSQL), that it destroyed keys; the tables holding their dead
-// tuples are in scrub_pending, marked in that transaction (markDirty).
-func (db *DB) noteDestroyed(xid int64, tables []string) {
-	db.noteEraseXID(xid)
-}
+// markDirtySQL records tables (one comma-separated argument: no table
+// name has a comma, and gorm would spell a slice out as a list) as holding
+// destroyed keys' dead tuples, for the scrub, in the transaction that made
+// them, with its id (the scrub waits for the snapshots older than it).
+// Each erase adds rows of its own, so erases never wait for each other
+// here, and a scrub deletes the rows it read, leaving those added since.
+const markDirtySQL = `INSERT INTO scrub_pending (tbl, xid) SELECT t, txid_current() FROM unnest(string_to_array(?::text, ',')) t`
 
-// markDirtySQL records tables ($1) as holding destroyed keys' dead
-// tuples, for the scrub, in the transaction that made them, with its id
-// (the scrub waits for the snapshots older than it). Each erase adds rows
-// of its own, so erases never wait for each other here, and a scrub
-// deletes the rows it read, leaving those added since.
-const markDirtySQL = `INSERT INTO scrub_pending (tbl, xid) SELECT t, txid_current() FROM unnest($1::text[]) t`
-
-// markDirtyGorm is markDirtySQL for gorm, which would spell a slice out
-// as a list: the tables are one comma-separated argument (no table name
-// has a comma).
-const markDirtyGorm = `INSERT INTO scrub_pending (tbl, xid) SELECT t, txid_current() FROM unnest(string_to_array(?::text, ',')) t`
+// markDirtyPG is markDirtySQL for a pgx batch.
+var markDirtyPG = strings.Replace(markDirtySQL, "?", "$1", 1)
 
 // markDirty records tables in scrub_pending in tx (PostgreSQL), so that
 // the rewrite they need outlives a crash between the erase's commit and
@@ -111,7 +99,7 @@ func markDirty(tx *gorm.DB, tables []string) error {
 	if len(tables) == 0 || tx.Dialector.Name() != "postgres" {
 		return nil
 	}
-	return translate(tx.Exec(markDirtyGorm, strings.Join(tables, ",")).Error, "record the scrub")
+	return translate(tx.Exec(markDirtySQL, strings.Join(tables, ",")).Error, "record the scrub")
 }
 
 // migrateScrubPending creates scrub_pending (PostgreSQL). A store that
@@ -144,7 +132,7 @@ func (db *DB) migrateScrubPending(ctx context.Context) error {
 }
 
 // scrubKeys removes the residue of destroyed keys after an erase committed
-// (and noted its tables with noteDestroyed). An error means the residue
+// (and marked its tables in scrub_pending). An error means the residue
 // may persist; the erase itself stands.
 func (db *DB) scrubKeys(ctx context.Context) error {
 	if db.scrubOff.Load() {
@@ -270,13 +258,14 @@ func (db *DB) checkpoint(ctx context.Context) error {
 	return nil
 }
 
-// vacuumKeys rewrites the PostgreSQL tables that held destroyed keys'
-// dead tuples. VACUUM FULL takes an exclusive lock on each: the wait for
-// the lock is bounded, so a long transaction holding a lock on one makes
-// the scrub fail instead of queueing every key read behind it. A snapshot
-// open before the newest erase committed (its xid is db.scrub.xid) keeps
-// that erase's dead tuples visible, and VACUUM FULL copies such tuples:
-// the scrub then puts the tables back for the next one, and reports it.
+// vacuumPending rewrites the PostgreSQL tables scrub_pending names
+// (marked by erases, see markDirty), and deletes the rows it read.
+// VACUUM FULL takes an exclusive lock on each: the wait for the lock is
+// bounded, so a long transaction holding a lock on one makes the scrub
+// fail instead of queueing every key read behind it. A snapshot open
+// before the newest of those erases committed (the rows' xid) keeps their
+// dead tuples visible, and VACUUM FULL copies such tuples: the scrub then
+// leaves the rows for the next one, and reports it.
 func (db *DB) vacuumPending(ctx context.Context) error {
 	conn, err := db.conn(ctx)
 	if err != nil {
@@ -288,7 +277,7 @@ func (db *DB) vacuumPending(ctx context.Context) error {
 		return translate(err, "scrub keys")
 	}
 	ids := map[string][]int64{} // the rows read, by table
-	xid := db.scrub.xid.Load()
+	var xid int64               // the newest erase among them
 	for rows.Next() {
 		var id, x int64
 		var tbl string
@@ -305,11 +294,9 @@ func (db *DB) vacuumPending(ctx context.Context) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	var older int64
-	if xid != 0 {
-		if older, err = waitOlder(ctx, conn, xid, scrubWait); err != nil {
-			return translate(err, "scrub keys")
-		}
+	older, err := waitOlder(ctx, conn, xid, scrubWait)
+	if err != nil {
+		return translate(err, "scrub keys")
 	}
 	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '5s'`); err != nil {
 		return translate(err, "scrub keys")
@@ -430,17 +417,6 @@ const grainScrubPace = time.Second
 // grainScrubWait bounds how long the background VACUUM after a forget
 // waits for older transactions to end.
 const grainScrubWait = 10 * time.Second
-
-// noteEraseXID records the transaction id of a committed erase
-// (PostgreSQL), for vacuumKeys.
-func (db *DB) noteEraseXID(xid int64) {
-	for {
-		cur := db.scrub.xid.Load()
-		if xid <= cur || db.scrub.xid.CompareAndSwap(cur, xid) {
-			return
-		}
-	}
-}
 
 // RetryScrub rewrites again the tables the last scrubs may have left the
 // residue of a destroyed key in (PostgreSQL, under a long transaction, or

@@ -88,7 +88,6 @@ func (db *DB) migrateWraps(ctx context.Context) error {
 	if err := db.ensureWrapParts(ctx, legacy); err != nil {
 		return err
 	}
-	var xid int64
 	err := g.Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec(`INSERT INTO data_key_wraps (key_id, wrapped)
 			SELECT id, wrapped FROM data_keys WHERE wrapped IS NOT NULL AND destroyed_us = 0 ON CONFLICT DO NOTHING`).Error; err != nil {
@@ -97,17 +96,13 @@ func (db *DB) migrateWraps(ctx context.Context) error {
 		if err := tx.Exec(`UPDATE data_keys SET wrapped = NULL WHERE wrapped IS NOT NULL`).Error; err != nil {
 			return err
 		}
-		if err := markDirty(tx, []string{"data_keys"}); err != nil {
-			return err
-		}
-		return tx.Raw(`SELECT txid_current()`).Scan(&xid).Error
+		// The old copies are dead tuples of data_keys now: rewrite it as
+		// a scrub does, after the transactions that may still see them.
+		return markDirty(tx, []string{"data_keys"})
 	})
 	if err != nil {
 		return err
 	}
-	// The old copies are dead tuples of data_keys now: rewrite it as a
-	// scrub does, after the transactions that may still see them.
-	db.noteDestroyed(xid, []string{"data_keys"})
 	if err := db.scrubKeys(ctx); err != nil {
 		db.log.Warn("scrub of data_keys after moving the wrapped keys out failed; the next erase retries", slog.Any("error", err))
 	}
@@ -209,23 +204,24 @@ func (db *DB) keysQ(tx *gorm.DB) *gorm.DB {
 }
 
 // deleteWraps deletes the wrapped forms of keys ids in an erase's
-// transaction and returns the tables whose pages still hold them until a
-// scrub rewrites them: their partitions of data_key_wraps, and data_keys
-// if a key kept its wrapped form there (an earlier version's row).
+// transaction and marks for the scrub (markDirty) the tables whose pages
+// still hold them until it rewrites them: their partitions of
+// data_key_wraps, and data_keys if a key kept its wrapped form there (an
+// earlier version's row).
 // SQLite has nothing to delete: the erase's UPDATE clears the column.
-func (db *DB) deleteWraps(tx *gorm.DB, ids []int64) ([]string, error) {
+func (db *DB) deleteWraps(tx *gorm.DB, ids []int64) error {
 	if db.dialect != Postgres || len(ids) == 0 {
-		return nil, nil
+		return nil
 	}
 	var tables []string
 	for i := 0; i < len(ids); i += chunk {
 		part := ids[i:min(i+chunk, len(ids))]
 		if err := tx.Exec(`DELETE FROM data_key_wraps WHERE key_id IN ?`, part).Error; err != nil {
-			return nil, translate(err, "destroy data key")
+			return translate(err, "destroy data key")
 		}
 		var legacy int64
 		if err := tx.Raw(`SELECT count(*) FROM data_keys WHERE id IN ? AND wrapped IS NOT NULL`, part).Scan(&legacy).Error; err != nil {
-			return nil, translate(err, "destroy data key")
+			return translate(err, "destroy data key")
 		}
 		if legacy > 0 && !slices.Contains(tables, "data_keys") {
 			tables = append(tables, "data_keys")
@@ -236,8 +232,5 @@ func (db *DB) deleteWraps(tx *gorm.DB, ids []int64) ([]string, error) {
 			tables = append(tables, p)
 		}
 	}
-	if err := markDirty(tx, tables); err != nil {
-		return nil, err
-	}
-	return tables, nil
+	return markDirty(tx, tables)
 }
