@@ -1375,6 +1375,25 @@ func (m *crashModel) problems(obs *crashObs, refusal bool) ([]string, *proofs.Le
 // checkKeyEvents checks the data keys against the key.create and key.erase
 // events: each live key was created by exactly one event, and every key an
 // event created is live or was destroyed by an erasure's event.
+// checkCovered checks that the latest signed checkpoint covers every leaf
+// of obs; a store killed before its first write has none.
+func checkCovered(ctx context.Context, db *lethe.DB, obs *crashObs, fail func(string, ...any)) {
+	if len(obs.leaves) == 0 {
+		return
+	}
+	note, err := db.Checkpoint(ctx)
+	if err != nil {
+		fail("Checkpoint: %v", err)
+	}
+	cp, err := proofs.OpenCheckpoint(note, db.AuditKey(), "")
+	if err != nil {
+		fail("checkpoint: %v", err)
+	}
+	if cp.Size != uint64(len(obs.leaves)) {
+		fail("the checkpoint covers %d leaves, the log holds %d", cp.Size, len(obs.leaves))
+	}
+}
+
 func checkKeyEvents(obs *crashObs, fail func(string, ...any)) {
 	created, destroyed := map[string]int{}, map[string]bool{}
 	for _, l := range obs.leaves {
@@ -1472,20 +1491,7 @@ func (r *crashRun) checkReads(ctx context.Context, db *lethe.DB, m *crashModel, 
 			fail("proof of event %s of call %s: %v", w.ID, w.Call, err)
 		}
 	}
-	// A store killed before its first write has no checkpoint yet.
-	if len(obs.leaves) > 0 {
-		note, err := db.Checkpoint(ctx)
-		if err != nil {
-			fail("Checkpoint: %v", err)
-		}
-		cp, err := proofs.OpenCheckpoint(note, db.AuditKey(), "")
-		if err != nil {
-			fail("checkpoint: %v", err)
-		}
-		if cp.Size != uint64(len(obs.leaves)) {
-			fail("the checkpoint covers %d leaves, the log holds %d", cp.Size, len(obs.leaves))
-		}
-	}
+	checkCovered(ctx, db, obs, fail)
 	for _, u := range crashUsers[2:] {
 		res, err := db.ExportUser(ctx, crashMemory, u, r.id.Recipient().String())
 		if err != nil {

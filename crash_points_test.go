@@ -242,19 +242,7 @@ func checkPointStore(t *testing.T, cfg lethe.Config, point string, done map[stri
 			}
 		}
 	}
-	if len(obs.leaves) > 0 {
-		note, err := db.Checkpoint(ctx)
-		if err != nil {
-			fail("Checkpoint: %v", err)
-		}
-		cp, err := proofs.OpenCheckpoint(note, db.AuditKey(), "")
-		if err != nil {
-			fail("checkpoint: %v", err)
-		}
-		if cp.Size != uint64(len(obs.leaves)) {
-			fail("the checkpoint covers %d leaves, the log holds %d", cp.Size, len(obs.leaves))
-		}
-	}
+	checkCovered(ctx, db, obs, fail)
 	leaf := func(match func(l *proofs.Leaf) bool) *proofs.Leaf {
 		for _, l := range obs.leaves {
 			if match(l) {
