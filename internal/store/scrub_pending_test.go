@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
@@ -136,5 +138,185 @@ func TestScrubPending(t *testing.T) {
 	}
 	if file() == before {
 		t.Fatal("the first Open with scrub_pending did not rewrite data_key_wraps_0")
+	}
+}
+
+// TestScrubIgnoresLazyVacuum: a plain VACUUM that began before an erase
+// (here one of another table, slowed down) does not hold the erase's
+// scrub back, and the rewrite leaves no byte of the destroyed key although
+// that VACUUM's snapshot is older than the erase: PostgreSQL leaves a
+// lazy VACUUM out of VACUUM FULL's horizon. A transaction's snapshot of
+// the same age does hold the dead tuple, and the same byte check finds it
+// then.
+func TestScrubIgnoresLazyVacuum(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.Postgres(t)
+	db, err := Open(ctx, Config{Dialect: Postgres, DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f := newFixture(t, db, 1)
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := raw.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`CREATE EXTENSION IF NOT EXISTS pageinspect`)
+	exec(`CREATE TABLE lazy_slow AS SELECT g, repeat('x', 200) AS s FROM generate_series(1, 20000) g`)
+	exec(`DELETE FROM lazy_slow WHERE g % 2 = 0`)
+
+	// A user key whose wrapped form is bytes of its own, to look for.
+	newUser := func(n int) ([]byte, keys.Record) {
+		t.Helper()
+		secret := []byte(fmt.Sprintf("wrapped-key-%d-%x", n, tok(fmt.Sprint("secret", n))))
+		ref := tok(fmt.Sprint("lazy-user", n))
+		r, err := db.CreateKey(ctx, keys.Record{Memory: f.memory, Kind: keys.KindUser, Name: hex.EncodeToString(ref),
+			Wrapped: secret, Fingerprint: fmt.Sprint("fp-lazy-", n), CreatedAt: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return secret, r
+	}
+	erase := func(r keys.Record) int64 {
+		t.Helper()
+		ref, _ := hex.DecodeString(r.Name)
+		if _, err := db.EraseKey(ctx, EraseSpec{Memory: f.memory, Kind: keys.KindUser, Name: r.Name, UserRef: ref, Now: 1, DeferScrub: true},
+			func(context.Context, *Erasure) ([]Event, error) { return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+		var xid int64
+		if err := raw.QueryRowContext(ctx, `SELECT max(xid) FROM scrub_pending`).Scan(&xid); err != nil {
+			t.Fatal(err)
+		}
+		return xid
+	}
+	// inPages reports whether secret is in any page of data_key_wraps_0,
+	// free space included.
+	inPages := func(secret []byte) bool {
+		t.Helper()
+		var found bool
+		if err := raw.QueryRowContext(ctx, `SELECT COALESCE(bool_or(position($1::bytea IN get_raw_page('data_key_wraps_0', 'main', b::int)) > 0), false)
+			FROM generate_series(0, pg_relation_size('data_key_wraps_0') / current_setting('block_size')::int - 1) b`, secret).Scan(&found); err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	older := func(xid int64) int64 {
+		t.Helper()
+		conn, err := raw.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		n, err := waitOlder(ctx, conn, xid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	pending := func() int64 {
+		t.Helper()
+		var n int64
+		if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM scrub_pending`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// The slow VACUUM, on a connection of its own.
+	vconn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vpid int64
+	if err := vconn.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&vpid); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`SET vacuum_cost_delay = 100`, `SET vacuum_cost_limit = 1`} {
+		if _, err := vconn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vacuumed := make(chan error, 1)
+	go func() {
+		_, err := vconn.ExecContext(ctx, `VACUUM (PARALLEL 0) lazy_slow`)
+		vconn.Close()
+		vacuumed <- err
+	}()
+	defer func() {
+		exec(`SELECT pg_cancel_backend($1::int)`, vpid)
+		<-vacuumed
+	}()
+	for {
+		var running bool
+		if err := raw.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_progress_vacuum v JOIN pg_stat_activity a USING (pid)
+			WHERE v.pid = $1 AND a.backend_xmin IS NOT NULL)`, vpid).Scan(&running); err != nil {
+			t.Fatal(err)
+		}
+		if running {
+			break
+		}
+		select {
+		case err := <-vacuumed:
+			t.Fatalf("the slowed VACUUM ended before the erase: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+
+	secret, key := newUser(1)
+	if !inPages(secret) {
+		t.Fatal("a live wrapped key is not in its partition's pages: the check cannot see it")
+	}
+	xid := erase(key)
+	var vacuumOlder bool
+	if err := raw.QueryRowContext(ctx, `SELECT age(backend_xmin) >= age($2::text::xid) FROM pg_stat_activity WHERE pid = $1`,
+		vpid, fmt.Sprint(xid%(1<<32))).Scan(&vacuumOlder); err != nil {
+		t.Fatal(err)
+	}
+	if !vacuumOlder {
+		t.Fatal("the VACUUM's snapshot is not older than the erase: the test shows nothing")
+	}
+	if n := older(xid); n != 0 {
+		t.Fatalf("waitOlder counts %d transactions older than the erase with only a plain VACUUM running", n)
+	}
+	db.ScrubErased(ctx)
+	if n := pending(); n != 0 {
+		t.Fatalf("after the scrub, %d rows of scrub_pending stay: the VACUUM held it back", n)
+	}
+	if inPages(secret) {
+		t.Fatal("the destroyed key's bytes are in data_key_wraps_0 after its rewrite, with a plain VACUUM running")
+	}
+
+	// The control: a snapshot as old does keep the dead tuple.
+	tx, err := raw.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT count(*) FROM data_keys`); err != nil {
+		t.Fatal(err)
+	}
+	secret, key = newUser(2)
+	xid = erase(key)
+	if n := older(xid); n == 0 {
+		t.Fatal("waitOlder counts no transaction older than the erase with a repeatable-read snapshot open")
+	}
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `VACUUM FULL data_key_wraps_0`); err != nil {
+		t.Fatal(err)
+	}
+	if !inPages(secret) {
+		t.Fatal("a rewrite under an older snapshot left no copy of the destroyed key: the byte check cannot see one")
 	}
 }
