@@ -539,6 +539,8 @@ func TestBreaker(t *testing.T) {
 			Circuit{Failures: 10, PausedUntil: at(time.Hour + 5*time.Minute), Pause: 5 * time.Minute}},
 		{"after a redeliver", Circuit{Failures: 9, PausedUntil: at(0), Pause: 0}, at(time.Second),
 			Circuit{Failures: 10, PausedUntil: at(time.Second + time.Minute), Pause: time.Minute}},
+		{"a failed probe below the threshold", Circuit{Failures: 1, PausedUntil: at(0), Pause: time.Minute}, at(time.Minute),
+			Circuit{Failures: 2, PausedUntil: at(3 * time.Minute), Pause: 2 * time.Minute}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := b.Fail(tc.c, tc.now); got != tc.want {

@@ -61,11 +61,18 @@ type Breaker struct {
 // Fail returns c after an attempt that failed at now: one failure more. A
 // hook that reaches After failures is paused for Pause, and one whose
 // pause has ended (the probe failed) is paused again for twice its last
-// pause, at most MaxPause. A failure during a pause (of an attempt that
-// started before it) leaves the pause as it is.
+// pause, at most MaxPause, whatever its count: After opens a closed
+// circuit only, so a probe that fails after After was raised above the
+// count (a restart with a larger hooks.pause_after) still pauses the hook
+// instead of leaving it sending one probe after another. A failure during
+// a pause (of an attempt that started before it) leaves the pause as it
+// is.
 func (b Breaker) Fail(c Circuit, now time.Time) Circuit {
 	c.Failures++
-	if c.Failures < b.After || now.Before(c.PausedUntil) {
+	if now.Before(c.PausedUntil) {
+		return c
+	}
+	if c.PausedUntil.IsZero() && c.Failures < b.After {
 		return c
 	}
 	if c.Pause <= 0 {
