@@ -265,7 +265,6 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 			}
 		}
 		// Destroy the key, and the keys it is the parent of.
-		var victims []KeyRow
 		dq := tx.Where("memory = ? AND destroyed_us = 0", spec.Memory)
 		switch spec.Kind {
 		case keys.KindUser:
@@ -274,7 +273,8 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 			cond, args := db.underPrefix("name", spec.Name)
 			dq = dq.Where("kind = ?", string(keys.KindScope)).Where(cond, args...)
 		}
-		if err := db.keysQ(dq).Find(&victims).Error; err != nil {
+		victims, err := db.findKeys(db.keysQ(dq))
+		if err != nil {
 			return translate(err, "read data keys")
 		}
 		ids := make([]int64, 0, len(victims))

@@ -10,11 +10,11 @@ import (
 	"github.com/lethe-io/lethe/internal/keys"
 )
 
-// eraseUserPG is EraseKey of a user's key over pgx, in two round trips
+// eraseUserPG is EraseKey of a user's key over pgx, in three round trips
 // where the general path takes about sixteen: BEGIN, the memory's lock,
-// the pending cleanup jobs that are not users', the key (with its wrapped
-// form), its grain count and the memory's active holds in one batch; then
-// the wrapped form deleted, the key destroyed (and renamed, see
+// the pending cleanup jobs that are not users', the key, its grain count
+// and the memory's active holds in one batch; the key's wrapped form by
+// its id (see withWraps); then the wrapped form deleted, the key destroyed (and renamed, see
 // destroyedName), the epoch bumped, the
 // cleanup job, the transaction's id, the events mk builds (with their
 // webhook deliveries) and COMMIT in a second. Erasures of a memory hold its
@@ -32,8 +32,8 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		b.Queue("BEGIN")
 		b.Queue(lockMemorySQL(true, "$1", "$2"), int32(memoryLockClass), memoryLockKey(spec.Memory))
 		b.Queue(`SELECT count(*) FROM erase_cleanup WHERE memory = $1 AND kind <> $2`, spec.Memory, string(keys.KindUser))
-		b.Queue(`SELECT `+keyCols+`, data_keys.wrapped IS NOT NULL FROM data_keys LEFT JOIN data_key_wraps w ON w.key_id = data_keys.id
-			WHERE data_keys.memory = $1 AND data_keys.kind = $2 AND data_keys.name = $3 AND data_keys.destroyed_us = 0 LIMIT 1`,
+		b.Queue(`SELECT id, memory, kind, name, wrapped, fingerprint, created_us, destroyed_us, wrapped IS NOT NULL FROM data_keys
+			WHERE memory = $1 AND kind = $2 AND name = $3 AND destroyed_us = 0 LIMIT 1`,
 			spec.Memory, string(keys.KindUser), spec.Name)
 		b.Queue(`SELECT COALESCE(SUM(c.n), 0) FROM user_grain_counts c WHERE c.key_id = (SELECT id FROM data_keys
 			WHERE memory = $1 AND kind = $2 AND name = $3 AND destroyed_us = 0 LIMIT 1)`, spec.Memory, string(keys.KindUser), spec.Name)
@@ -82,6 +82,14 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		for _, h := range hs {
 			if h.Cover().Covers("", spec.UserRef) {
 				return HoldError(h.ID)
+			}
+		}
+		if !legacy {
+			// The wrapped form by the key's id (see withWraps), for the
+			// events' KEK version. Under the memory's lock no erase
+			// destroys the key meanwhile.
+			if err := pc.QueryRow(ctx, `SELECT wrapped FROM data_key_wraps WHERE key_id = $1`, key.ID).Scan(&key.Wrapped); err != nil {
+				return err
 			}
 		}
 		er.Destroyed = []keys.Record{toRecord(key)}

@@ -78,9 +78,8 @@ func (db *DB) scrubNames(ctx context.Context) {
 
 // LiveKey returns the live key (memory, kind, name), or keys.ErrNoKey.
 func (db *DB) LiveKey(ctx context.Context, memory string, kind keys.Kind, name string) (keys.Record, error) {
-	var rows []KeyRow
-	err := db.keysQ(db.gorm.WithContext(ctx)).Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", memory, string(kind), name).
-		Limit(1).Find(&rows).Error
+	rows, err := db.findKeys(db.keysQ(db.gorm.WithContext(ctx)).Where("memory = ? AND kind = ? AND name = ? AND destroyed_us = 0", memory, string(kind), name).
+		Limit(1))
 	if err != nil {
 		return keys.Record{}, translate(err, "read data key")
 	}
@@ -128,22 +127,31 @@ func (db *DB) LiveKeys(ctx context.Context, memory string, kind keys.Kind, names
 func (db *DB) liveKeysPG(ctx context.Context, memory string, kind keys.Kind, names []string) ([]keys.Record, error) {
 	var out []keys.Record
 	err := db.pgTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT d.id, d.memory, d.kind, d.name, COALESCE(w.wrapped, d.wrapped), d.fingerprint, d.created_us, d.destroyed_us
+		rows, err := tx.Query(ctx, `SELECT d.id, d.memory, d.kind, d.name, d.wrapped, d.fingerprint, d.created_us, d.destroyed_us
 			FROM unnest($3::text[]) AS n(name), LATERAL (SELECT * FROM data_keys
-				WHERE memory = $1 AND kind = $2 AND name = n.name AND destroyed_us = 0 LIMIT 1) d
-			LEFT JOIN data_key_wraps w ON w.key_id = d.id`, memory, string(kind), names)
+				WHERE memory = $1 AND kind = $2 AND name = n.name AND destroyed_us = 0 LIMIT 1) d`, memory, string(kind), names)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
+		var krs []KeyRow
 		for rows.Next() {
 			var r KeyRow
 			if err := rows.Scan(&r.ID, &r.Memory, &r.Kind, &r.Name, &r.Wrapped, &r.Fingerprint, &r.CreatedUS, &r.DestroyedUS); err != nil {
+				rows.Close()
 				return err
 			}
+			krs = append(krs, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// The wrapped forms by the keys' ids (see withWraps).
+		krs, err = withWraps(krs, func(ids []int64) ([]wrapRow, error) { return readWrapsPG(ctx, tx, ids) })
+		for _, r := range krs {
 			out = append(out, toRecord(r))
 		}
-		return rows.Err()
+		return err
 	})
 	return out, translatePG(err, "read data keys")
 }
@@ -330,8 +338,8 @@ func KeyEventsByMemory(fn func(ctx context.Context, memory string, fingerprints 
 
 // KeysByID returns the keys with the given ids.
 func (db *DB) KeysByID(ctx context.Context, ids []int64) ([]keys.Record, error) {
-	var rows []KeyRow
-	if err := db.keysQ(db.gorm.WithContext(ctx)).Where("id IN ?", ids).Find(&rows).Error; err != nil {
+	rows, err := db.findKeys(db.keysQ(db.gorm.WithContext(ctx)).Where("id IN ?", ids))
+	if err != nil {
 		return nil, translate(err, "read data keys")
 	}
 	out := make([]keys.Record, len(rows))
@@ -384,8 +392,8 @@ func (db *DB) ScopeKeys(ctx context.Context, memory, prefix string) ([]keys.Reco
 		cond, args := db.underPrefix("name", prefix)
 		q = q.Where(cond, args...)
 	}
-	var rows []KeyRow
-	if err := q.Order("data_keys.name").Find(&rows).Error; err != nil {
+	rows, err := db.findKeys(q.Order("data_keys.name"))
+	if err != nil {
 		return nil, translate(err, "read scope keys")
 	}
 	out := make([]keys.Record, len(rows))
@@ -397,8 +405,8 @@ func (db *DB) ScopeKeys(ctx context.Context, memory, prefix string) ([]keys.Reco
 
 // LiveKeyPage returns up to n live keys with ids above after, in id order.
 func (db *DB) LiveKeyPage(ctx context.Context, after int64, n int) ([]keys.Record, error) {
-	var rows []KeyRow
-	if err := db.keysQ(db.gorm.WithContext(ctx)).Where("data_keys.id > ? AND destroyed_us = 0", after).Order("data_keys.id").Limit(n).Find(&rows).Error; err != nil {
+	rows, err := db.findKeys(db.keysQ(db.gorm.WithContext(ctx)).Where("data_keys.id > ? AND destroyed_us = 0", after).Order("data_keys.id").Limit(n))
+	if err != nil {
 		return nil, translate(err, "read data keys")
 	}
 	out := make([]keys.Record, len(rows))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -95,5 +96,113 @@ func TestWrapsHaveNoToast(t *testing.T) {
 	var pending int64
 	if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM scrub_pending`).Scan(&pending); err != nil || pending != 0 {
 		t.Fatalf("after Open, scrub_pending holds %d rows (%v)", pending, err)
+	}
+}
+
+// TestKeyReadsLockTheirPartitionOnly: every read of keys with their
+// wrapped forms, and a user's erasure, opens only the partitions of
+// data_key_wraps that hold those keys: with another partition locked as a
+// scrub's rewrite locks it (ACCESS EXCLUSIVE, in an open transaction),
+// each finishes. A read planned over the whole table (the rows' statement
+// joined to data_key_wraps) waits for that lock, and so for every rewrite
+// of any partition, and holds a lock on every partition and its index.
+func TestKeyReadsLockTheirPartitionOnly(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Dialect: Postgres, DSN: testenv.Postgres(t)}
+	db, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f := newFixture(t, db, 3) // memory, scope and users in partition 0
+	raw, err := sql.Open("pgx", cfg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// A key in partition 3, whose partition the other transaction locks.
+	var seq string
+	if err := raw.QueryRowContext(ctx, `SELECT pg_get_serial_sequence('data_keys', 'id')`).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ExecContext(ctx, fmt.Sprintf(`SELECT setval('%s', %d)`, seq, 3*wrapBucket+1)); err != nil {
+		t.Fatal(err)
+	}
+	far := newKey(t, db, f.memory, keys.KindUser, "far")
+	if wrapPart(far.ID) != "data_key_wraps_3" {
+		t.Fatalf("key %d is in %s, want data_key_wraps_3", far.ID, wrapPart(far.ID))
+	}
+	lock, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.ExecContext(ctx, `LOCK TABLE data_key_wraps_3 IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	// Each read gets 10 s; one that waits for the lock fails with the
+	// context's deadline (the lock is never released before the end).
+	read := func(name string, fn func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := fn(ctx); err != nil {
+			t.Errorf("%s with another partition locked: %v", name, err)
+		}
+	}
+	u := f.users[0]
+	read("LiveKey", func(ctx context.Context) error {
+		r, err := db.LiveKey(ctx, f.memory, keys.KindUser, u.Name)
+		if err == nil && string(r.Wrapped) != "wrapped" {
+			err = fmt.Errorf("wrapped form %q", r.Wrapped)
+		}
+		return err
+	})
+	read("LiveKeys", func(ctx context.Context) error {
+		rs, err := db.LiveKeys(ctx, f.memory, keys.KindUser, []string{u.Name, f.users[1].Name, "nobody"})
+		if err == nil && (len(rs) != 2 || string(rs[0].Wrapped) != "wrapped" || string(rs[1].Wrapped) != "wrapped") {
+			err = fmt.Errorf("read %+v", rs)
+		}
+		return err
+	})
+	read("KeysByID", func(ctx context.Context) error {
+		rs, err := db.KeysByID(ctx, []int64{u.ID})
+		if err == nil && (len(rs) != 1 || string(rs[0].Wrapped) != "wrapped") {
+			err = fmt.Errorf("read %+v", rs)
+		}
+		return err
+	})
+	read("ScopeKeys", func(ctx context.Context) error {
+		rs, err := db.ScopeKeys(ctx, f.memory, "")
+		if err == nil && (len(rs) != 1 || string(rs[0].Wrapped) != "wrapped") {
+			err = fmt.Errorf("read %+v", rs)
+		}
+		return err
+	})
+	read("LiveKeyPage", func(ctx context.Context) error {
+		rs, err := db.LiveKeyPage(ctx, 0, 3)
+		if err == nil && len(rs) != 3 {
+			err = fmt.Errorf("read %d keys", len(rs))
+		}
+		return err
+	})
+	erase := func(spec EraseSpec) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			spec.Memory, spec.Now, spec.DeferScrub = f.memory, 1, true
+			er, err := db.EraseKey(ctx, spec, func(context.Context, *Erasure) ([]Event, error) { return nil, nil })
+			if err == nil && (len(er.Destroyed) == 0 || string(er.Destroyed[0].Wrapped) != "wrapped") {
+				err = fmt.Errorf("erased %+v", er.Destroyed)
+			}
+			return err
+		}
+	}
+	ref, _ := hex.DecodeString(u.Name)
+	read("a user's erasure", erase(EraseSpec{Kind: keys.KindUser, Name: u.Name, UserRef: ref}))
+	read("a scope's erasure", erase(EraseSpec{Kind: keys.KindScope, Name: "acme"}))
+	lock.Rollback()
+	// The key in the locked partition reads as it did.
+	r, err := db.LiveKey(ctx, f.memory, keys.KindUser, "far")
+	if err != nil || string(r.Wrapped) != "wrapped" {
+		t.Fatalf("the key in data_key_wraps_3 reads %q, %v", r.Wrapped, err)
 	}
 }
