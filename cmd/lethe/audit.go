@@ -22,6 +22,19 @@ func cmdAudit(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	switch {
+	case args[0] != "proof":
+		err = takesOnly(fs)
+	case *event != "":
+		if err = takesOnly(fs, "event", "format"); err != nil {
+			err = usagef("%s: --size is not a flag with --event: give --event ID, or N [--size S]", fs.Name())
+		}
+	default:
+		err = takesOnly(fs, "size", "format")
+	}
+	if err != nil {
+		return err
+	}
 	nums := make([]uint64, len(pos))
 	for i, p := range pos {
 		if nums[i], err = strconv.ParseUint(p, 10, 64); err != nil {

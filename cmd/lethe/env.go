@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/lethe-io/lethe"
@@ -57,6 +58,44 @@ func (e *env) flags(name string) *flag.FlagSet {
 	fs.BoolVar(&e.json, "json", e.json, "")
 	fs.BoolVar(&e.yes, "yes", e.yes, "")
 	return fs
+}
+
+// isGlobalFlag reports whether name is one of the flags every command
+// takes (flags, above).
+func isGlobalFlag(name string) bool {
+	switch name {
+	case "data", "postgres", "server", "token-file", "memory", "json", "yes":
+		return true
+	}
+	return false
+}
+
+// takesOnly returns a usage error naming the first flag given on the
+// command line of fs that is neither global nor one of names. A command
+// family (hold, hook, request, audit) declares its subcommands' flags on
+// one FlagSet; each subcommand calls this so that it refuses a sibling's
+// flag instead of accepting it and ignoring it ("hold list --scope acme"
+// listed every hold).
+func takesOnly(fs *flag.FlagSet, names ...string) error {
+	var bad string
+	fs.Visit(func(f *flag.Flag) {
+		if bad == "" && !isGlobalFlag(f.Name) && !slices.Contains(names, f.Name) {
+			bad = f.Name
+		}
+	})
+	if bad != "" {
+		return usagef("%s: --%s is not a flag of this command", fs.Name(), bad)
+	}
+	return nil
+}
+
+// noArgs returns a usage error naming the first of pos, the positional
+// arguments of a command that takes none.
+func noArgs(fs *flag.FlagSet, pos []string) error {
+	if len(pos) > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), pos[0])
+	}
+	return nil
 }
 
 // parse parses flags that may appear before, between or after positional

@@ -114,15 +114,33 @@ func cmdHold(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	switch args[0] {
+	case "set":
+		if len(pos) != 0 {
+			return usagef("hold set takes --scope PATH or --user U")
+		}
+		err = takesOnly(fs, "scope", "user")
+	case "release":
+		if len(pos) != 1 {
+			return usagef("usage: lethe hold release ID")
+		}
+		err = takesOnly(fs)
+	case "list":
+		if err = noArgs(fs, pos); err == nil {
+			err = takesOnly(fs)
+		}
+	default:
+		return usagef("unknown hold command %q (set, release, list)", args[0])
+	}
+	if err != nil {
+		return err
+	}
 	er, err := e.eraser(ctx)
 	if err != nil {
 		return err
 	}
 	switch args[0] {
 	case "set":
-		if len(pos) != 0 {
-			return usagef("hold set takes --scope PATH or --user U")
-		}
 		h, err := er.SetHold(ctx, lethe.HoldSpec{Memory: e.memory, Scope: *scope, UserID: *user})
 		if err != nil {
 			return err
@@ -132,9 +150,6 @@ func cmdHold(ctx context.Context, e *env, args []string) error {
 		}
 		printf(e.stdout, "%s\n", h.ID)
 	case "release":
-		if len(pos) != 1 {
-			return usagef("usage: lethe hold release ID")
-		}
 		if err := er.ReleaseHold(ctx, e.memory, pos[0]); err != nil {
 			return err
 		}
@@ -157,8 +172,6 @@ func cmdHold(ctx context.Context, e *env, args []string) error {
 			}
 			printf(e.stdout, "%s %s since %s\n", h.ID, target, h.CreatedAt.Format("2006-01-02T15:04:05Z"))
 		}
-	default:
-		return usagef("unknown hold command %q (set, release, list)", args[0])
 	}
 	return nil
 }

@@ -51,10 +51,27 @@ func cmdHook(ctx context.Context, e *env, args []string) error {
 		}
 		return pos[0], nil
 	}
+	// Each subcommand's own flag, if any: a sibling's is refused.
 	switch args[0] {
-	case "add", "list", "remove", "rotate", "deliveries", "redeliver":
+	case "add":
+		err = takesOnly(fs, "events")
+	case "list":
+		if err = noArgs(fs, pos); err == nil {
+			err = takesOnly(fs)
+		}
+	case "remove":
+		err = takesOnly(fs)
+	case "rotate":
+		err = takesOnly(fs, "overlap")
+	case "deliveries":
+		err = takesOnly(fs, "state")
+	case "redeliver":
+		err = takesOnly(fs, "delivery")
 	default:
 		return usagef("unknown hook command %q (add, list, remove, rotate, deliveries, redeliver)", args[0])
+	}
+	if err != nil {
+		return err
 	}
 	b, err := e.backend(ctx)
 	if err != nil {

@@ -83,6 +83,20 @@ func cmdRequest(ctx context.Context, e *env, args []string) error {
 	default:
 		return usagef("unknown request command %q (create, list, show, approve, execute, reject, certificate)", sub)
 	}
+	// Each subcommand's own flags: a sibling's is refused.
+	switch sub {
+	case "create":
+		err = takesOnly(fs, "user", "scope", "reason", "reference", "due")
+	case "list":
+		err = takesOnly(fs, "status", "due-before", "overdue")
+	case "certificate":
+		err = takesOnly(fs, "html", "out")
+	default:
+		err = takesOnly(fs)
+	}
+	if err != nil {
+		return err
+	}
 	switch sub {
 	case "execute":
 		if err := e.needYes("request execute (the erasure destroys keys)"); err != nil {
