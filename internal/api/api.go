@@ -233,7 +233,7 @@ func (s *Server) routes() *gin.Engine {
 	t.DELETE("/:id", s.revokeToken)
 
 	if s.cfg.MCP != nil {
-		e.Any("/mcp", s.deadline, s.authenticate, gin.WrapH(s.cfg.MCP))
+		e.Any("/mcp", s.deadline, s.authenticate, gin.WrapH(keepNoStore(s.cfg.MCP)))
 	}
 	return e
 }

@@ -134,6 +134,47 @@ func noStore(c *gin.Context) {
 	c.Next()
 }
 
+// keepNoStore serves h with Cache-Control: no-store on every answer,
+// whatever h set: the MCP SDK's transport sets its own (no-cache, which
+// lets a cache keep a copy) on answers that carry grains.
+func keepNoStore(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&noStoreWriter{ResponseWriter: w}, r)
+	})
+}
+
+// noStoreWriter sets Cache-Control: no-store as the header is written. It
+// flushes (the SDK streams server-sent events) and unwraps, for
+// http.ResponseController.
+type noStoreWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *noStoreWriter) header() {
+	if !w.wrote {
+		w.wrote = true
+		w.Header().Set("Cache-Control", "no-store")
+	}
+}
+
+func (w *noStoreWriter) WriteHeader(code int) {
+	w.header()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *noStoreWriter) Write(b []byte) (int, error) {
+	w.header()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *noStoreWriter) Flush() {
+	w.header()
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *noStoreWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // deadline bounds the request's work.
 func (s *Server) deadline(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RequestTimeout)
