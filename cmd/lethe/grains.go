@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lethe-io/lethe"
+	"github.com/lethe-io/lethe/internal/grains"
 )
 
 // parseFields builds a grain from TYPE and field=value arguments, and
@@ -187,6 +188,21 @@ func cmdRecall(ctx context.Context, e *env, args []string) error {
 	}
 	if len(pos) > 0 {
 		return usagef("recall: unexpected argument %q (filters are flags: --subject S ...)", pos[0])
+	}
+	// A filter given empty is refused, as on the route: --subject "$S"
+	// with $S unset never means every subject.
+	var empty error
+	fs.Visit(func(f *flag.Flag) {
+		field := f.Name
+		if field == "user" {
+			field = "user_id"
+		}
+		if empty == nil && slices.Contains(grains.NonEmptyFilters, field) && strings.TrimSpace(f.Value.String()) == "" {
+			empty = usagef("recall: --%s given empty: leave it out to match every value", f.Name)
+		}
+	})
+	if empty != nil {
+		return empty
 	}
 	q.Memory, q.Tags = e.memory, tags
 	if *embedding != "" {

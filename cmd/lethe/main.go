@@ -378,7 +378,7 @@ Fields (add, supersede):
 Recall filters:
   --subject S --relation R --object O --user U --scope PREFIX --namespace N
   --type T --tag T (repeatable) --include-superseded --include-archived
-  --limit N --cursor C
+  --limit N --cursor C       (a filter given empty is refused: leave it out for every value)
   --query TEXT      search the words of content, subject and object (BM25, ranked, with a score)
   --embedding X,Y,...  the nearest grains by cosine similarity (with --query: the scores add)
 

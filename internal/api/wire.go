@@ -107,8 +107,7 @@ type RecallRequest struct {
 	// lethe.Query.Text).
 	Text      string    `json:"query,omitempty"`
 	Embedding []float32 `json:"embedding,omitempty"`
-	// given names the filters (grains.ValueFilters, type and namespace)
-	// the body gives, empty or not: read from its keys by the server.
+	// given names the filters (grains.NonEmptyFilters) the body gives, empty or not: read from its keys by the server.
 	given []string
 }
 
@@ -119,11 +118,9 @@ func (r *RecallRequest) readKeys(body []byte) {
 		return
 	}
 	r.given = r.given[:0]
-	for _, fs := range [][]string{grains.ValueFilters, {"type", "namespace"}} {
-		for _, f := range fs {
-			if _, ok := m[f]; ok {
-				r.given = append(r.given, f)
-			}
+	for _, f := range grains.NonEmptyFilters {
+		if _, ok := m[f]; ok {
+			r.given = append(r.given, f)
 		}
 	}
 }

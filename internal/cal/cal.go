@@ -599,7 +599,7 @@ func (p *parser) recall() (Statement, error) {
 		if err != nil {
 			return nil, err
 		}
-		if slices.Contains(grains.ValueFilters, f) && strings.TrimSpace(v.text) == "" {
+		if slices.Contains(grains.NonEmptyFilters, f) && strings.TrimSpace(v.text) == "" {
 			return nil, p.errAt(v.pos, "%s is empty: leave the condition out to match every value", f)
 		}
 		st.Where = append(st.Where, Cond{Field: f, Value: v.text})

@@ -75,6 +75,8 @@ func TestParseErrors(t *testing.T) {
 		{"recall blank user", `RECALL WHERE type = "fact" AND user_id = " "`, "1:42", "user_id is empty"},
 		{"recall empty relation", `RECALL WHERE relation = ""`, "1:25", "relation is empty"},
 		{"recall empty object", `RECALL WHERE object = "" LIMIT 5`, "1:23", "object is empty"},
+		{"recall empty type", `RECALL WHERE type = ""`, "1:21", "type is empty: leave the condition out"},
+		{"recall blank namespace", `RECALL WHERE namespace = " "`, "1:26", "namespace is empty"},
 		{"trailing", `FORGET "` + h1 + `" "x"`, "1:75", "expected end of statement"},
 		{"unknown set field", `SUPERSEDE "` + h1 + `" SET colour = "red"`, "1:82", "no such field"},
 		{"twice", `SUPERSEDE "` + h1 + `" SET object = "a", OBJECT = "b"`, "1:96", "set twice"},

@@ -320,10 +320,11 @@ func (s *Selector) validateScopes() error {
 	return nil
 }
 
-// ValueFilters are the recall filters on a grain's values. One given empty
-// (or only white space) is refused with [EmptyFilter]: "" never means
-// "every value"; a filter left out does.
-var ValueFilters = []string{"subject", "relation", "object", "user_id"}
+// NonEmptyFilters are the recall filters refused with [EmptyFilter] when
+// given empty (or only white space): "" never means "every value", nor
+// every type or namespace; a filter left out does. The HTTP body, CAL's
+// RECALL WHERE and the MCP recall tool all refuse by this one list.
+var NonEmptyFilters = []string{"subject", "relation", "object", "user_id", "type", "namespace"}
 
 // EmptyFilter is the error of a recall filter on field given empty.
 func EmptyFilter(field string) *Error {

@@ -328,9 +328,12 @@ func TestGrainTools(t *testing.T) {
 		t.Errorf("forget [h1, nothex]: %+v, want invalid_argument on hashes[1]", e)
 	}
 	// An empty value filter never means every value: leave it out.
-	for _, f := range []string{"subject", "relation", "object", "user_id"} {
-		if e := failed(t, cs, "recall", m{f: " "}); e.Code != "invalid_argument" || e.Field != f {
-			t.Errorf("recall %s empty: %+v, want invalid_argument field %s", f, e, f)
+	// Nor every type or namespace (as on the route).
+	for _, f := range []string{"subject", "relation", "object", "user_id", "type", "namespace"} {
+		for _, v := range []string{"", " "} {
+			if e := failed(t, cs, "recall", m{f: v}); e.Code != "invalid_argument" || e.Field != f {
+				t.Errorf("recall %s %q: %+v, want invalid_argument field %s", f, v, e, f)
+			}
 		}
 	}
 	if p := ok[mcp.RecallOutput](t, cs, "recall", m{"include_superseded": true}); p.Count != 3 {

@@ -281,19 +281,19 @@ func (h *handlers) recall(ctx context.Context, req *sdk.CallToolRequest, in Reca
 	return nil, out, nil
 }
 
-// emptyFilter refuses a value filter (grains.ValueFilters) the
-// arguments give empty: "" never means "every value" (a filter left out
-// does).
+// emptyFilter refuses a filter (grains.NonEmptyFilters) the arguments
+// give empty: "" never means "every value" (a filter left out does), nor
+// every type or namespace, as on the route.
 func emptyFilter(args json.RawMessage, in *RecallInput) error {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(args, &m) != nil {
 		return nil
 	}
-	for _, f := range []struct {
-		name, v string
-	}{{"subject", in.Subject}, {"relation", in.Relation}, {"object", in.Object}, {"user_id", in.UserID}} {
-		if _, ok := m[f.name]; ok && strings.TrimSpace(f.v) == "" {
-			return grains.EmptyFilter(f.name)
+	values := map[string]string{"subject": in.Subject, "relation": in.Relation, "object": in.Object,
+		"user_id": in.UserID, "type": in.Type, "namespace": in.Namespace}
+	for _, f := range grains.NonEmptyFilters {
+		if _, ok := m[f]; ok && strings.TrimSpace(values[f]) == "" {
+			return grains.EmptyFilter(f)
 		}
 	}
 	return nil
