@@ -185,7 +185,7 @@ func (s *Server) routes() *gin.Engine {
 	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 	e.GET("/openapi.json", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", OpenAPI) })
 
-	api := e.Group("/api", s.deadline, s.authenticate)
+	api := e.Group("/api", s.deadline, s.authenticate, s.singleQuery)
 	m := api.Group("/memories/:memory", s.memory)
 	m.POST("/grains", s.allow(auth.Writer), s.addGrains)
 	m.POST("/supersede", s.allow(auth.Writer), handle(s, s.supersede))

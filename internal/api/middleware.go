@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,6 +175,24 @@ func (w *noStoreWriter) Flush() {
 }
 
 func (w *noStoreWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// singleQuery refuses a query parameter given more than once with 400
+// invalid_argument naming it (the first in byte order), as a key repeated
+// in a JSON body is, rather than read its first value and drop the others
+// (?status=pending&status=executed listed the pending requests only).
+func (s *Server) singleQuery(c *gin.Context) {
+	q := c.Request.URL.Query()
+	var repeated []string
+	for k, vs := range q {
+		if len(vs) > 1 {
+			repeated = append(repeated, k)
+		}
+	}
+	if len(repeated) > 0 {
+		slices.Sort(repeated)
+		s.fail(c, grains.FieldError(lethe.CodeInvalidArgument, repeated[0], "repeated parameter"))
+	}
+}
 
 // deadline bounds the request's work.
 func (s *Server) deadline(c *gin.Context) {
