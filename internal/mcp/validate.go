@@ -149,6 +149,9 @@ var safeName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 func checkArgs(s *jsonschema.Schema, args json.RawMessage) *lethe.Error {
 	var v any = map[string]any{}
 	if len(bytes.TrimSpace(args)) > 0 {
+		if err := repeatedKey(s, args); err != nil {
+			return err
+		}
 		d := json.NewDecoder(bytes.NewReader(args))
 		d.UseNumber()
 		if err := d.Decode(&v); err != nil {
@@ -159,6 +162,79 @@ func checkArgs(s *jsonschema.Schema, args json.RawMessage) *lethe.Error {
 		}
 	}
 	return checkValue(s, v, "")
+}
+
+// repeatedKey refuses a key repeated in one object of args (at any depth,
+// metadata's included), as the HTTP API refuses it in a body: a map keeps
+// the last value, where another reader of the same arguments (a log, a
+// client's confirmation prompt) may take the first ("dry_run": true, ...,
+// "dry_run": false forgot for real). The field named is the key's path
+// as checkValue names it, by the schema s: a map's keys (metadata's) are
+// data, so the path stops at the map. Malformed JSON is left to the
+// decoder.
+func repeatedKey(s *jsonschema.Schema, args json.RawMessage) *lethe.Error {
+	type frame struct {
+		obj    bool
+		schema *jsonschema.Schema // nil once the path stops (a map, or no schema)
+		path   string
+		keys   map[string]bool
+		key    string // an object's last key, naming the next value
+		keyed  bool   // an object has read a key and awaits its value
+		items  int    // an array's items so far
+	}
+	var stack []*frame
+	d := json.NewDecoder(bytes.NewReader(args))
+	d.UseNumber()
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return nil // the end, or a syntax error the decoder reports
+		}
+		var top *frame
+		if n := len(stack); n > 0 {
+			top = stack[n-1]
+		}
+		if k, ok := tok.(string); ok && top != nil && top.obj && !top.keyed {
+			if top.keys[k] {
+				path := top.path
+				if top.schema != nil && top.schema.Properties[k] != nil {
+					path = join(path, k)
+				}
+				if path == "" {
+					return grains.Errorf(lethe.CodeInvalidArgument, "repeated key")
+				}
+				return grains.FieldError(lethe.CodeInvalidArgument, path, "repeated key")
+			}
+			top.keys[k], top.key, top.keyed = true, k, true
+			continue
+		}
+		if dl, ok := tok.(json.Delim); ok && (dl == '}' || dl == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		// A value: a scalar, or an object or array that starts.
+		var sub *jsonschema.Schema
+		path := ""
+		switch {
+		case top == nil:
+			sub = s
+		case top.obj:
+			top.keyed = false
+			path = top.path
+			if top.schema != nil && top.schema.Properties[top.key] != nil {
+				sub, path = top.schema.Properties[top.key], join(top.path, top.key)
+			}
+		default:
+			path = fmt.Sprintf("%s[%d]", top.path, top.items)
+			top.items++
+			if top.schema != nil {
+				sub = top.schema.Items
+			}
+		}
+		if dl, ok := tok.(json.Delim); ok {
+			stack = append(stack, &frame{obj: dl == '{', schema: sub, path: path, keys: map[string]bool{}})
+		}
+	}
 }
 
 func checkValue(s *jsonschema.Schema, v any, path string) *lethe.Error {
