@@ -116,7 +116,8 @@ type Store interface {
 	// live, it stores nothing and fails with code erased.
 	CreateKey(ctx context.Context, r Record) (Record, error)
 	// KeysByID returns the keys with the given ids, live or destroyed, in
-	// any order; missing ids are left out.
+	// any order; missing ids are left out, as may be a key that an erase
+	// destroyed while it was read.
 	KeysByID(ctx context.Context, ids []int64) ([]Record, error)
 	// ScopeKeys returns the live scope keys of memory at or below prefix
 	// ("" for all).
