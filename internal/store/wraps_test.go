@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -204,5 +205,64 @@ func TestKeyReadsLockTheirPartitionOnly(t *testing.T) {
 	r, err := db.LiveKey(ctx, f.memory, keys.KindUser, "far")
 	if err != nil || string(r.Wrapped) != "wrapped" {
 		t.Fatalf("the key in data_key_wraps_3 reads %q, %v", r.Wrapped, err)
+	}
+}
+
+// withWraps fills in the live keys' wrapped forms by id, in chunks, keeps
+// destroyed keys and an earlier version's rows (wrapped form in
+// data_keys) as they are, and leaves out a live key whose wrapped form the
+// read no longer finds (an erase committed between the two reads).
+func TestWithWraps(t *testing.T) {
+	var rows []KeyRow
+	for id := range int64(chunk + 10) {
+		rows = append(rows, KeyRow{ID: id + 1})
+	}
+	rows[3].DestroyedUS = 7            // destroyed: no wrapped form
+	rows[5].Wrapped = []byte("legacy") // an earlier version's row
+	var asked [][]int64
+	out, err := withWraps(rows, func(ids []int64) ([]wrapRow, error) {
+		asked = append(asked, ids)
+		var ws []wrapRow
+		for _, id := range ids {
+			if id != 9 { // key 9 erased between the reads
+				ws = append(ws, wrapRow{KeyID: id, Wrapped: []byte(fmt.Sprint("w", id))})
+			}
+		}
+		return ws, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, a := range asked {
+		sizes = append(sizes, len(a))
+	}
+	if want := []int{chunk, len(rows) - 2 - chunk}; !slices.Equal(sizes, want) {
+		t.Errorf("read in chunks of %v ids, want %v", sizes, want)
+	}
+	for _, a := range asked {
+		for _, id := range a {
+			if id == 4 || id == 6 {
+				t.Errorf("asked for the wrapped form of key %d, which has none to read", id)
+			}
+		}
+	}
+	if len(out) != len(rows)-1 {
+		t.Fatalf("%d keys out of %d, want all but the one erased between the reads", len(out), len(rows))
+	}
+	for _, r := range out {
+		var want string
+		switch r.ID {
+		case 9:
+			t.Errorf("key 9, erased between the reads, is in the answer")
+		case 4:
+		case 6:
+			want = "legacy"
+		default:
+			want = fmt.Sprint("w", r.ID)
+		}
+		if string(r.Wrapped) != want {
+			t.Errorf("key %d: wrapped %q, want %q", r.ID, r.Wrapped, want)
+		}
 	}
 }
