@@ -40,13 +40,18 @@ import (
 // library calls on one memory: Add and AddBatch (users from a small pool,
 // with "no user"; scopes "", a, a/b, a/b/c and d), Supersede (into another
 // scope or user too), Forget by hash, subject or user, ForgetUser and
-// EraseScope (crypto-erasure), SetHold and ReleaseHold, ArchiveGrains and
-// PurgeErased. It prints each call before making it and its result once it
-// returned. The parent SIGKILLs it at a random moment: mostly once a call
-// (often a forget or an erasure) has begun, after a wait drawn around how
-// long such calls took so far, so that the kill lands inside it, before or
-// after its commit;
-// sometimes between calls, or while the store opens.
+// EraseScope (crypto-erasure), SetHold and ReleaseHold, ArchiveGrains,
+// PurgeErased, and erasure requests (crash_requests_test.go): filed for a
+// user or a scope (often the one a hold is on) by one of two tokens,
+// approved, rejected and executed by either, so that four eyes refuse,
+// transitions a status forbids fail, and executions are refused under a
+// hold (the request blocked) and run when it is released. It prints each
+// call before making it and its result once it returned. The parent
+// SIGKILLs it at a random moment: mostly once a call (often a forget, an
+// erasure, a request's execution or rejection, or a release) has begun,
+// after a wait drawn around how long such calls took so far, so that the
+// kill lands inside it, before or after its commit; sometimes between
+// calls, or while the store opens.
 //
 // Random timing rarely lands inside the narrow windows that matter, so half
 // the rounds also arm a crash point (package internal/crashpoint), drawn
@@ -54,12 +59,13 @@ import (
 // there, right after a commit and before the step that follows it (an
 // erasure's key destroyed, its scrub and receipt not yet done; the
 // sequencer's events appended, its checkpoint not yet saved; the cleaner
-// between two transactions...), unless the parent kills it first as above
-// (it then waits for 20 to 60 results). A round that died at its point is
-// checked as any other. The parent then
-// reopens the store and builds the model from the results it read: the
-// call begun and not reported (in flight) may have happened or not, and
-// the store must be explained by one of the two:
+// between two transactions; a request's execution refused, not yet
+// blocked...), unless the parent kills it first as above (it then waits
+// for 20 to 60 results). A round armed at an erasure request's point draws
+// requests more often. A round that died at its point is checked as any
+// other. The parent then reopens the store and builds the model from the
+// results it read: the call begun and not reported (in flight) may have
+// happened or not, and the store must be explained by one of the two:
 //
 //   - every grain the model holds alive reads back (Get, History, Recall
 //     by subject, user and scope, a subject export) with its fields and
@@ -78,7 +84,19 @@ import (
 //     the call in flight exactly when its effect is visible (a refusal in
 //     flight may have left its erasure.refused event or not);
 //   - the legal holds are the model's; the background cleaner deletes the
-//     rows erasures made unreadable.
+//     rows erasures made unreadable;
+//   - each erasure request is in the model's status, wholly: open, with its
+//     sealed subject and its live, wrapped sealing key (read from the
+//     store's tables); rejected or executed, with both destroyed; executed
+//     with a second approver, its key.erase event naming it, the key and
+//     the count the model expects, and a certificate whose proof verifies
+//     with the subject commitment; blocked by the model's hold. Each
+//     transition answers the code the model expects (four_eyes,
+//     invalid_state, held when a hold surely covers the subject, not_found
+//     when its key is gone), and has its event (request.create, .approve,
+//     .reject, erasure.refused or key.erase naming the request, with its
+//     commitment). A request in flight changed wholly or not at all; a
+//     release in flight ran some of the blocked requests, in due order.
 //
 // The next round continues on the same store, so writes after a crash are
 // checked too. It runs on SQLite and PostgreSQL.
@@ -118,7 +136,7 @@ func TestCrashModel(t *testing.T) {
 		seed = n
 	}
 	t.Logf("LETHE_CRASH_SEED=%d", seed)
-	points := crashModelPoints()
+	points := crashpoint.Points()
 	armAll := false
 	if s := os.Getenv("LETHE_CRASH_POINTS"); s != "" {
 		points, armAll = strings.Split(s, ","), true
@@ -138,7 +156,7 @@ func TestCrashModel(t *testing.T) {
 			if b.name == "postgres" {
 				cfg.PostgresDSN = testenv.Postgres(t)
 			}
-			r := &crashRun{t: t, cfg: cfg, seed: seed, id: id, model: newCrashModel(),
+			r := &crashRun{t: t, cfg: cfg, raw: crashRaw(t, cfg), seed: seed, id: id, model: newCrashModel(),
 				file: t.TempDir() + "/model.json", kill: rand.New(rand.NewPCG(seed, 1)), took: map[string][]int64{},
 				outcomes: map[string]int{}, arm: rand.New(rand.NewPCG(seed, 2)), points: points, armAll: armAll,
 				armed: map[string]int{}, reached: map[string]int{}}
@@ -164,12 +182,6 @@ func TestCrashModel(t *testing.T) {
 			}
 		})
 	}
-}
-
-// crashModelPoints returns the crash points the crash test's calls reach:
-// every point but an erasure request's.
-func crashModelPoints() []string {
-	return slices.DeleteFunc(crashpoint.Points(), func(p string) bool { return strings.HasPrefix(p, "request.") })
 }
 
 // countRounds sums the rounds counted by point.
@@ -239,6 +251,9 @@ type leafWant struct {
 	Key    string           `json:"key,omitempty"` // the first key fingerprint
 	Count  int64            `json:"count,omitempty"`
 	Reason string           `json:"reason,omitempty"`
+	// Request is the erasure request the leaf names ("" for none: a leaf
+	// naming a request matches only a want naming it).
+	Request string `json:"request,omitempty"`
 	// OneOf, when set, is the versions of a chain: the leaf names exactly
 	// one of them (a protected refusal names the first protected version
 	// of the chain it would delete).
@@ -248,7 +263,10 @@ type leafWant struct {
 }
 
 func (w *leafWant) matches(l *proofs.Leaf) bool {
-	if l.Type != w.Type || w.Hold != "" && l.Hold != w.Hold || w.Reason != "" && l.Reason != w.Reason {
+	if l.Type != w.Type || l.Request != w.Request || w.Hold != "" && l.Hold != w.Hold || w.Reason != "" && l.Reason != w.Reason {
+		return false
+	}
+	if (w.Type == proofs.EventRequestCreate || w.Type == proofs.EventRequestReject) && l.FirstKeyFingerprint() != w.Key {
 		return false
 	}
 	if w.Hashes != nil && !slices.Equal(slices.Sorted(slices.Values(l.Hashes)), w.Hashes) {
@@ -264,28 +282,38 @@ func (w *leafWant) matches(l *proofs.Leaf) bool {
 }
 
 // crashModel is the model of the crash test's memory: its grains, holds,
-// data keys and the audit leaves they left.
+// data keys, erasure requests and the audit leaves they left.
 type crashModel struct {
-	Grains map[string]*crashGrain    `json:"grains"`
-	Order  []string                  `json:"order"` // hashes in write order
-	Holds  map[string]lethe.HoldSpec `json:"holds"`
-	Keys   map[string]keyState       `json:"keys"` // "memory", "scope:a/b", "user:ann"
-	Wants  []leafWant                `json:"wants"`
+	Grains   map[string]*crashGrain    `json:"grains"`
+	Order    []string                  `json:"order"` // hashes in write order
+	Holds    map[string]lethe.HoldSpec `json:"holds"`
+	Keys     map[string]keyState       `json:"keys"` // "memory", "scope:a/b", "user:ann"
+	Requests map[string]*crashReq      `json:"requests"`
+	// LastDue is the latest due date of a request filed (Unix seconds):
+	// each request is due a second after the one before, so that the
+	// order a release runs blocked requests in (by due date) is known.
+	LastDue int64      `json:"last_due,omitempty"`
+	Wants   []leafWant `json:"wants"`
 	// happened is set on the model resolve returns when the call in
 	// flight happened.
 	happened bool
 }
 
 func newCrashModel() *crashModel {
-	return &crashModel{Grains: map[string]*crashGrain{}, Holds: map[string]lethe.HoldSpec{}, Keys: map[string]keyState{}}
+	return &crashModel{Grains: map[string]*crashGrain{}, Holds: map[string]lethe.HoldSpec{}, Keys: map[string]keyState{}, Requests: map[string]*crashReq{}}
 }
 
 func (m *crashModel) clone() *crashModel {
 	c := &crashModel{Grains: make(map[string]*crashGrain, len(m.Grains)), Order: slices.Clone(m.Order),
-		Holds: maps.Clone(m.Holds), Keys: maps.Clone(m.Keys), Wants: slices.Clone(m.Wants)}
+		Holds: maps.Clone(m.Holds), Keys: maps.Clone(m.Keys), Requests: make(map[string]*crashReq, len(m.Requests)),
+		LastDue: m.LastDue, Wants: slices.Clone(m.Wants)}
 	for h, x := range m.Grains {
 		y := *x
 		c.Grains[h] = &y
+	}
+	for id, q := range m.Requests {
+		y := *q
+		c.Requests[id] = &y
 	}
 	return c
 }
@@ -303,9 +331,19 @@ type crashCall struct {
 	Scope   string       `json:"scope,omitempty"`   // erase_scope, a hold on a scope
 	Hashes  []string     `json:"hashes,omitempty"`  // archive
 	Hold    string       `json:"hold,omitempty"`    // release
-	// Key is, for an erasure, the fingerprint of the key its dry run just
-	// before it named ("" when there was none to erase).
+	// Key is, for an erasure (and a request's execution), the fingerprint
+	// of the key its dry run just before it named ("" when there was none
+	// to erase).
 	Key string `json:"key,omitempty"`
+	// Request is the erasure request approved, rejected or executed; Token
+	// the actor of a request's call; Due a filed request's due date (Unix
+	// seconds; User or Scope names its subject).
+	Request string `json:"request,omitempty"`
+	Token   string `json:"token,omitempty"`
+	Due     int64  `json:"due,omitempty"`
+	// Blocked lists, for a release, the blocked requests it may run, by
+	// due date, each with the Key its dry run named.
+	Blocked []crashRan `json:"blocked,omitempty"`
 }
 
 // crashResult is what a call returned.
@@ -318,6 +356,16 @@ type crashResult struct {
 	Count  int64      `json:"count,omitempty"`
 	Key    string     `json:"key,omitempty"`
 	Hold   string     `json:"hold,omitempty"`
+	// Request is a filed request's id (Key its sealing key's fingerprint)
+	// and Nonce its subject commitment's nonce (hex).
+	Request string `json:"request,omitempty"`
+	Nonce   string `json:"nonce,omitempty"`
+	// Ran lists the blocked requests a release ran, by due date.
+	Ran []crashRan `json:"ran,omitempty"`
+	// Partial marks the result of a release in flight that outcome read
+	// from the store: the blocked requests it ran are a prefix of those
+	// it would have run.
+	Partial bool `json:"-"`
 	// Took is how long the call took, in microseconds.
 	Took int64 `json:"took_us"`
 }
@@ -340,6 +388,8 @@ var allowed = map[string][]lethe.Code{
 	"forget_user": {"", "not_found", "held"},
 	"erase_scope": {"", "not_found", "held"},
 	"hold":        {""}, "release": {""}, "archive": {"", "not_found"}, "clean": {""},
+	"file": {""}, "approve": {"", "invalid_state", "four_eyes"}, "reject": {"", "invalid_state"},
+	"execute": {"", "invalid_state", "held", "not_found"},
 }
 
 func scopePrefixes(scope string) []string {
@@ -401,6 +451,9 @@ func (c *crashCall) String() string {
 // apply applies call c, which returned r, to the model, and reports a
 // result the model cannot follow. name names the call in messages.
 func (m *crashModel) apply(name string, c *crashCall, r *crashResult) error {
+	if requestOps[c.Op] {
+		return m.applyRequest(name, c, r)
+	}
 	switch r.Code {
 	case "":
 	case "held", "protected":
@@ -460,22 +513,7 @@ func (m *crashModel) apply(name string, c *crashCall, r *crashResult) error {
 			m.Wants = append(m.Wants, leafWant{ID: r.Event, Type: proofs.EventGrainForget, Hashes: slices.Sorted(slices.Values(r.Hashes)), Call: name})
 		}
 	case "forget_user", "erase_scope":
-		n := int64(0)
-		for _, h := range m.Order {
-			if x := m.Grains[h]; x.Alive && c.dies(x) {
-				x.Alive = false
-				n++
-			}
-		}
-		if r.Count != n {
-			return fmt.Errorf("erasure counted %d grains, the model %d", r.Count, n)
-		}
-		for k := range m.Keys {
-			if c.Op == "forget_user" && k == "user:"+c.User || c.Op == "erase_scope" && strings.HasPrefix(k, "scope:") && inScope(k[len("scope:"):], c.Scope) {
-				m.Keys[k] = keyNone
-			}
-		}
-		m.Wants = append(m.Wants, leafWant{ID: r.Event, Type: proofs.EventKeyErase, Key: r.Key, Count: r.Count, Call: name})
+		return m.erase(name, c, r, "")
 	case "hold":
 		m.Holds[r.Hold] = lethe.HoldSpec{Memory: crashMemory, Scope: c.Scope, UserID: c.User}
 		if c.User != "" {
@@ -488,6 +526,7 @@ func (m *crashModel) apply(name string, c *crashCall, r *crashResult) error {
 		}
 		delete(m.Holds, c.Hold)
 		m.Wants = append(m.Wants, leafWant{Type: proofs.EventHoldRelease, Hold: c.Hold, Call: name})
+		return m.ranBlocked(name, c, r)
 	case "archive":
 		for _, h := range r.Hashes {
 			x, ok := m.Grains[h]
@@ -504,6 +543,29 @@ func (m *crashModel) apply(name string, c *crashCall, r *crashResult) error {
 			m.Wants = append(m.Wants, leafWant{Type: proofs.EventGrainArchive, Hashes: slices.Sorted(slices.Values(r.Hashes)), Call: name})
 		}
 	}
+	return nil
+}
+
+// erase applies erasure c (forget_user or erase_scope), which returned r:
+// the grains under its key die and its keys are destroyed, with a key.erase
+// event naming request (the request it executed, "" for none).
+func (m *crashModel) erase(name string, c *crashCall, r *crashResult, request string) error {
+	n := int64(0)
+	for _, h := range m.Order {
+		if x := m.Grains[h]; x.Alive && c.dies(x) {
+			x.Alive = false
+			n++
+		}
+	}
+	if r.Count != n {
+		return fmt.Errorf("erasure counted %d grains, the model %d", r.Count, n)
+	}
+	for k := range m.Keys {
+		if c.Op == "forget_user" && k == "user:"+c.User || c.Op == "erase_scope" && strings.HasPrefix(k, "scope:") && inScope(k[len("scope:"):], c.Scope) {
+			m.Keys[k] = keyNone
+		}
+	}
+	m.Wants = append(m.Wants, leafWant{ID: r.Event, Type: proofs.EventKeyErase, Key: r.Key, Count: r.Count, Request: request, Call: name})
 	return nil
 }
 
@@ -579,8 +641,12 @@ func crashModelChild() {
 		os.Exit(2)
 	}
 	rng := rand.New(rand.NewPCG(cc.Seed, uint64(cc.Round)))
+	// A round armed at an erasure request's crash point draws requests
+	// more often, so that it reaches the point.
+	point, _ := crashpoint.Parse(os.Getenv(crashpoint.Env))
+	focus := strings.HasPrefix(point, "request.")
 	for n := 0; ; n++ {
-		c := m.draw(ctx, db, rng, fmt.Sprintf("c%d.%d", cc.Round, n))
+		c := m.draw(ctx, db, rng, fmt.Sprintf("c%d.%d", cc.Round, n), focus)
 		emit(crashLine{N: n, Call: c})
 		start := time.Now()
 		r := runCrashCall(ctx, db, c)
@@ -593,9 +659,19 @@ func crashModelChild() {
 }
 
 // draw returns a random call that the model makes likely to do something.
-// Content values are unique (tag), so every grain written is new.
-func (m *crashModel) draw(ctx context.Context, db *lethe.DB, rng *rand.Rand, tag string) *crashCall {
+// Content values are unique (tag), so every grain written is new. With
+// focus, half the calls are erasure requests' (else one in seven).
+func (m *crashModel) draw(ctx context.Context, db *lethe.DB, rng *rand.Rand, tag string, focus bool) *crashCall {
 	pick := func(s []string) string { return s[rng.IntN(len(s))] }
+	share := 14
+	if focus {
+		share = 50
+	}
+	if rng.IntN(100) < share {
+		if c := m.drawRequest(ctx, db, rng, focus); c != nil {
+			return c
+		}
+	}
 	grain := func(i int) crashGrain {
 		g := crashGrain{Subject: pick(crashSubjects), Object: pick([]string{"x", "y"}), Content: fmt.Sprintf("%s.%d", tag, i),
 			User: pick(crashUsers), Scope: pick(crashScopes), Importance: 0.2}
@@ -647,16 +723,7 @@ func (m *crashModel) draw(ctx context.Context, db *lethe.DB, rng *rand.Rand, tag
 		}
 		// What key the erasure is to destroy, so that the parent can tell
 		// whether one in flight happened.
-		var er *lethe.Erasure
-		var err error
-		if c.Op == "forget_user" {
-			er, err = db.ForgetUser(ctx, crashMemory, c.User, lethe.DryRun())
-		} else {
-			er, err = db.EraseScope(ctx, crashMemory, c.Scope, lethe.DryRun())
-		}
-		if err == nil {
-			c.Key = er.KeyFingerprint
-		}
+		c.Key = dryKey(ctx, db, c)
 		return c
 	case w < 78 && len(m.Holds) == 0:
 		if rng.IntN(2) == 0 {
@@ -664,7 +731,7 @@ func (m *crashModel) draw(ctx context.Context, db *lethe.DB, rng *rand.Rand, tag
 		}
 		return &crashCall{Op: "hold", Scope: pick(crashScopes[1:])}
 	case w < 85 && len(m.Holds) > 0:
-		return &crashCall{Op: "release", Hold: pick(slices.Sorted(maps.Keys(m.Holds)))}
+		return &crashCall{Op: "release", Hold: pick(slices.Sorted(maps.Keys(m.Holds))), Blocked: m.blocked(ctx, db)}
 	case w < 95:
 		return &crashCall{Op: "archive", Hashes: []string{known(all), known(all)}}
 	default:
@@ -720,8 +787,6 @@ func runCrashCall(ctx context.Context, db *lethe.DB, c *crashCall) *crashResult 
 		if err == nil {
 			r.Hold = h.ID
 		}
-	case "release":
-		err = db.ReleaseHold(ctx, crashMemory, c.Hold)
 	case "archive":
 		var res *lethe.ArchiveResult
 		res, err = db.ArchiveGrains(ctx, crashMemory, c.Hashes)
@@ -730,8 +795,13 @@ func runCrashCall(ctx context.Context, db *lethe.DB, c *crashCall) *crashResult 
 		}
 	case "clean":
 		_, err = db.PurgeErased(ctx)
+	case "release":
+		err = db.ReleaseHold(ctx, crashMemory, c.Hold)
+		if err == nil {
+			r.Ran, err = readRan(ctx, db, c.Blocked)
+		}
 	default:
-		panic("unknown call " + c.Op)
+		err = runRequestCall(ctx, db, c, r)
 	}
 	if err != nil {
 		r = &crashResult{Code: lethe.ErrorCode(err), Err: err.Error()}
@@ -743,6 +813,7 @@ func runCrashCall(ctx context.Context, db *lethe.DB, c *crashCall) *crashResult 
 type crashRun struct {
 	t     *testing.T
 	cfg   lethe.Config
+	raw   rawStore // reads the sealing keys of requests
 	seed  uint64
 	id    *age.X25519Identity
 	model *crashModel
@@ -830,6 +901,9 @@ func (r *crashRun) round(round int, last bool) {
 		}
 		r.calls++
 		r.outcomes[s.call.Op+":"+cmp.Or(string(s.res.Code), "ok")]++
+		if len(s.res.Ran) > 0 {
+			r.outcomes["release:ran a blocked request"] += len(s.res.Ran)
+		}
 		r.took[s.call.Op] = append(r.took[s.call.Op], s.res.Took)
 	}
 
@@ -840,6 +914,7 @@ func (r *crashRun) round(round int, last bool) {
 	}
 	defer db.Close()
 	obs := observe(t, db, m0, fail)
+	observeRequests(ctx, t, db, r.raw, obs, fail)
 	r.leaves = len(obs.leaves)
 	m := m0
 	if inflight != nil {
@@ -865,6 +940,7 @@ func (r *crashRun) round(round int, last bool) {
 	}
 	checkKeyEvents(obs, fail)
 	r.checkReads(ctx, db, m, obs, fail)
+	checkCertificates(ctx, db, m, fail)
 	r.checkCleaner(ctx, db, m, fail)
 	if last {
 		collectLeaves(t, db)
@@ -975,7 +1051,7 @@ func (r *crashRun) runChild(round int) ([]crashLine, string, string) {
 				kill()
 			}
 		case l.Call != nil && done >= after && onCall:
-			if destructive && !slices.Contains([]string{"forget", "forget_user", "erase_scope"}, l.Call.Op) && done < after+30 {
+			if destructive && !slices.Contains([]string{"forget", "forget_user", "erase_scope", "execute", "reject", "release"}, l.Call.Op) && done < after+30 {
 				break
 			}
 			time.Sleep(wait(l.Call.Op))
@@ -1018,6 +1094,11 @@ type crashObs struct {
 	holds    map[string]bool
 	keys     map[string]keyObs // by the model's key names
 	leaves   []*proofs.Leaf
+	// requests are the erasure requests by id, and sealKeys the state of
+	// their sealing keys by fingerprint (see observeRequests; nil when
+	// not read).
+	requests map[string]*lethe.ErasureRequest
+	sealKeys map[string]string
 }
 
 // observe reads the whole memory: every grain the model knows (Get), every
@@ -1236,8 +1317,10 @@ func outcome(m0 *crashModel, c *crashCall, obs *crashObs) *crashResult {
 		}
 	case "release":
 		if _, ok := m0.Holds[c.Hold]; ok && !obs.holds[c.Hold] {
-			return &crashResult{}
+			return &crashResult{Ran: ranInStore(c.Blocked, obs), Partial: true}
 		}
+	case "file", "approve", "reject", "execute":
+		return requestOutcome(m0, c, obs)
 	case "archive":
 		r := &crashResult{}
 		for _, h := range c.Hashes {
@@ -1362,7 +1445,8 @@ func (m *crashModel) problems(obs *crashObs, refusal bool) ([]string, *proofs.Le
 	wps, rest, _ := matchLeaves(obs.leaves, m.Wants)
 	ps = append(ps, wps...)
 	var refused *proofs.Leaf
-	if refusal && len(rest) == 1 && rest[0].Type == proofs.EventErasureRefused {
+	ps = append(ps, m.requestProblems(obs)...)
+	if refusal && len(rest) == 1 && rest[0].Type == proofs.EventErasureRefused && rest[0].Request == "" {
 		refused, rest = rest[0], nil
 	}
 	for _, l := range rest {
