@@ -103,12 +103,14 @@ func (m *crashModel) covers(q *crashReq) bool {
 	return false
 }
 
-// mayRefuse reports whether a hold of the model may refuse q's execution,
-// depending on where the grains lie: any hold but another user's on a user
-// request.
+// mayRefuse reports whether a hold of the model that does not cover q may
+// refuse its execution, depending on where the grains lie: a scope hold on
+// a user request, or a user hold on a scope request. Another user's hold
+// never refuses a user request, nor a hold on a scope not nested with it a
+// scope request.
 func (m *crashModel) mayRefuse(q *crashReq) bool {
 	for _, h := range m.Holds {
-		if q.User == "" || h.UserID == "" {
+		if q.User != "" && h.UserID == "" || q.Scope != "" && h.UserID != "" {
 			return true
 		}
 	}
@@ -256,8 +258,8 @@ func (m *crashModel) blocked(ctx context.Context, db *lethe.DB) []crashRan {
 
 // drawRequest returns a random request call, or nil to draw another kind.
 // Requests name the subject of the hold in force half the time, so that
-// executions are refused and blocked. With focus, one call in ten sets a
-// hold on the subject of an open request when there is none.
+// executions are refused and blocked. With focus, one request call in ten
+// sets a hold on the subject of an open request when there is none.
 func (m *crashModel) drawRequest(ctx context.Context, db *lethe.DB, rng *rand.Rand, focus bool) *crashCall {
 	pick := func(s []string) string { return s[rng.IntN(len(s))] }
 	qs := m.requestsByDue()
@@ -297,7 +299,7 @@ func (m *crashModel) drawRequest(ctx context.Context, db *lethe.DB, rng *rand.Ra
 		return &crashCall{Op: "execute", Request: q.ID, Token: tok, Key: dryKey(ctx, db, q.eraseCall())}
 	case w < 65 && len(pending) > 0:
 		return &crashCall{Op: "approve", Request: choose(pending), Token: tok}
-	case w < 72 && len(all) > 0 || len(stale) > 3:
+	case w < 72 && len(open) > 0 || len(stale) > 3:
 		if len(stale) > 0 {
 			return &crashCall{Op: "reject", Request: choose(stale), Token: tok}
 		}
@@ -391,22 +393,34 @@ func requestOutcome(m0 *crashModel, c *crashCall, obs *crashObs) *crashResult {
 	if q == nil || o == nil {
 		return nil
 	}
-	switch {
-	case c.Op != "execute":
+	if c.Op != "execute" {
 		if o.Status != q.Status {
 			return &crashResult{}
 		}
+		return nil
+	}
+	// An execution shows in the request's status or in an event naming
+	// it: a key.erase event (it ran), or an erasure.refused one (a hold
+	// refused it).
+	_, rest, _ := matchLeaves(obs.leaves, m0.Wants)
+	refused := false
+	for _, l := range rest {
+		if l.Request != c.Request {
+			continue
+		}
+		switch l.Type {
+		case proofs.EventKeyErase:
+			o = &lethe.ErasureRequest{Status: "executed"}
+		case proofs.EventErasureRefused:
+			refused = true
+		}
+	}
+	switch {
 	case o.Status == "executed" && q.Status != "executed":
 		ec := q.eraseCall()
 		return &crashResult{Key: c.Key, Count: int64(len(m0.alive(ec.dies)))}
-	default:
-		// A refusal: its erasure.refused event names the request.
-		_, rest, _ := matchLeaves(obs.leaves, m0.Wants)
-		for _, l := range rest {
-			if l.Type == proofs.EventErasureRefused && l.Request == c.Request {
-				return &crashResult{Code: "held"}
-			}
-		}
+	case refused:
+		return &crashResult{Code: "held"}
 	}
 	return nil
 }
