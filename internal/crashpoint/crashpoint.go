@@ -62,8 +62,10 @@ const (
 	// erasure returns.
 	EraseReceipted = "erase.receipted"
 	// RequestErased: an erasure request's execution committed (the request
-	// executed, its key destroyed, its key.erase event), before its sealed
-	// subject's key is destroyed and scrubbed (erasure.Eraser.ExecuteRequest).
+	// executed, its key and the key sealing its subject destroyed, its
+	// key.erase event) and its erasure's receipt is done, before the scrub
+	// of the sealing key's residue and, with a dedicated-key KEK, the
+	// deletion of the KEK's own key for it (erasure.Eraser.ExecuteRequest).
 	RequestErased = "request.erased"
 	// RequestRefused: an erasure request's execution was refused by a hold
 	// and rolled back, before the request is moved to blocked with its
