@@ -230,11 +230,15 @@ func jsonrpcProblem(body []byte) string {
 	if !json.Valid(body) {
 		return "malformed JSON"
 	}
-	raws := []json.RawMessage{body}
+	// Not raws := []json.RawMessage{body}: Unmarshal would write the
+	// batch's first message over body, which aliases the caller's bytes.
+	var raws []json.RawMessage
 	if body[0] == '[' {
 		if json.Unmarshal(body, &raws) != nil || len(raws) == 0 {
 			return "not a JSON-RPC 2.0 message"
 		}
+	} else {
+		raws = []json.RawMessage{body}
 	}
 	for _, raw := range raws {
 		if _, err := jsonrpc.DecodeMessage(raw); err != nil {

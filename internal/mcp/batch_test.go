@@ -1,0 +1,76 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/lethe-io/lethe/internal/mcp"
+)
+
+// TestBatchReachesServer: a batch of JSON-RPC messages reaches the server
+// as sent, on both transports. The check that a body is JSON-RPC decoded a
+// batch into a slice whose first element aliased the body, so it wrote the
+// batch's first message over the body's own bytes, and the server read
+// garbage.
+func TestBatchReachesServer(t *testing.T) {
+	const batch = `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`
+	db := openDB(t)
+
+	t.Run("http", func(t *testing.T) {
+		h, err := mcp.NewHandler(mcp.Config{Library: db}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(batch))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-03-26") // batches ended with 2025-06-18
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"id":1`) || !strings.Contains(string(b), `"id":2`) {
+			t.Errorf("batch of two pings: %d %s", resp.StatusCode, b)
+		}
+	})
+
+	t.Run("stdio", func(t *testing.T) {
+		s, err := mcp.New(mcp.Config{Library: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := s.Run(context.Background(), mcp.StdioTransport(inR, outW))
+			outW.Close()
+			done <- err
+		}()
+		replies := bufio.NewScanner(outR)
+		io.WriteString(inW, batch+"\n")
+		// The SDK answers a batch with a batch, on one line.
+		if !replies.Scan() {
+			t.Fatalf("no reply: %v", replies.Err())
+		}
+		got := replies.Text()
+		if !strings.Contains(got, `"id":1`) || !strings.Contains(got, `"id":2`) || strings.Contains(got, `"error"`) {
+			t.Errorf("batch of two pings: reply %s", got)
+		}
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+		if err := <-done; err != nil && !errors.Is(err, io.EOF) {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
