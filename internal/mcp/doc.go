@@ -84,5 +84,8 @@
 // a tool name it does not offer, and for an HTTP body that is not
 // JSON-RPC, quote the value sent: the server checks all three first and
 // answers code invalid_argument with the field and the problem instead
-// (an unknown tool keeps the SDK's JSON-RPC error code, -32602).
+// (an unknown tool keeps the SDK's JSON-RPC error code, -32602). A key
+// repeated in one object of a message (outside a tool call's arguments,
+// which the tool's check refuses) is a JSON-RPC error naming its path, on
+// both transports, before the server reads the message.
 package mcp

@@ -1,9 +1,17 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/lethe-io/lethe"
 	"github.com/lethe-io/lethe/internal/mcp"
@@ -39,5 +47,129 @@ func TestRepeatedArgument(t *testing.T) {
 	}
 	if p, err := db.Recall(ctx, lethe.Query{Subject: "carol"}); err != nil || len(p.Grains) != 0 {
 		t.Errorf("refused adds wrote %v (%v)", p, err)
+	}
+}
+
+// TestRepeatedMessageKey: a key repeated in one object of a JSON-RPC
+// message, outside a tool call's arguments (which TestRepeatedArgument
+// covers), is refused on both transports before the server reads it, with
+// a JSON-RPC error naming the key's path (invalid request for a key of the
+// message, invalid params within params), and nothing runs. The SDK read
+// the message into structs, last value winning, so "name": "recall",
+// "name": "forget" forgot what a reader of the first name took for a
+// recall.
+func TestRepeatedMessageKey(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	h, err := db.Add(ctx, lethe.Grain{Type: "fact", Subject: "alice", Relation: "likes", Object: "tea"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forget := `{"hash": "` + h + `"}`
+	cases := []struct {
+		line  string
+		code  int64
+		field string
+		id    any // the reply's id: float64 or nil
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"recall","name":"forget","arguments":` + forget + `}}`,
+			jsonrpc.CodeInvalidParams, "params.name", 1.0},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"forget","arguments":{"hash":"` + strings.Repeat("0", 64) + `"},"arguments":` + forget + `}}`,
+			jsonrpc.CodeInvalidParams, "params.arguments", 2.0},
+		{`{"jsonrpc":"2.0","id":3,"method":"ping","method":"tools/call","params":{"name":"forget","arguments":` + forget + `}}`,
+			jsonrpc.CodeInvalidRequest, "method", 3.0},
+		{`{"jsonrpc":"2.0","id":4,"params":{"name":"forget","arguments":` + forget + `},"params":{"name":"forget","arguments":` + forget + `},"method":"tools/call"}`,
+			jsonrpc.CodeInvalidRequest, "params", 4.0},
+		{`{"jsonrpc":"2.0","id":5,"id":6,"method":"tools/call","params":{"name":"forget","arguments":` + forget + `}}`,
+			jsonrpc.CodeInvalidRequest, "id", nil},
+		{`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"forget","arguments":` + forget + `,"_meta":{"progressToken":1,"progressToken":2}}}`,
+			jsonrpc.CodeInvalidParams, "params._meta.progressToken", 7.0},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"forget","arguments":` + forget + `,"_meta":{"mary@example.com":1,"mary@example.com":2}}}`,
+			jsonrpc.CodeInvalidParams, "params._meta", 8.0},
+		{`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"a","uri":"` + mcp.GrainURI("default", h) + `"}}`,
+			jsonrpc.CodeInvalidParams, "params.uri", 9.0},
+		{`[{"jsonrpc":"2.0","id":10,"method":"ping"},{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"recall","name":"forget","arguments":` + forget + `}}]`,
+			jsonrpc.CodeInvalidParams, "[1].params.name", nil},
+	}
+	check := func(t *testing.T, line string, reply []byte, code int64, field string, id any) {
+		t.Helper()
+		var r struct {
+			ID    any            `json:"id"`
+			Error *jsonrpc.Error `json:"error"`
+		}
+		if err := json.Unmarshal(reply, &r); err != nil || r.Error == nil || r.Error.Code != code || r.ID != id {
+			t.Errorf("%s: reply %s, want error %d with id %v", line, reply, code, id)
+			return
+		}
+		var info mcp.ErrorInfo
+		if err := json.Unmarshal(r.Error.Data, &info); err != nil || info.Code != "invalid_argument" || info.Field != field || info.Message != "repeated key" {
+			t.Errorf("%s: error data %s, want invalid_argument %q on field %s", line, r.Error.Data, "repeated key", field)
+		}
+		if strings.Contains(string(reply), "mary@") {
+			t.Errorf("%s: reply quotes a key that is not a field name: %s", line, reply)
+		}
+	}
+
+	t.Run("http", func(t *testing.T) {
+		hh, err := mcp.NewHandler(mcp.Config{Library: db}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(hh)
+		defer srv.Close()
+		for _, c := range cases {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(c.line))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("%s: %d %s, want 400", c.line, resp.StatusCode, b)
+			}
+			check(t, c.line, b, c.code, c.field, c.id)
+		}
+	})
+
+	t.Run("stdio", func(t *testing.T) {
+		s, err := mcp.New(mcp.Config{Library: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := s.Run(ctx, mcp.StdioTransport(inR, outW))
+			outW.Close()
+			done <- err
+		}()
+		replies := bufio.NewScanner(outR)
+		io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"v0"}}}`+"\n")
+		if !replies.Scan() || !strings.Contains(replies.Text(), `"result"`) {
+			t.Fatalf("initialize: %s %v", replies.Text(), replies.Err())
+		}
+		io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+		for _, c := range cases {
+			if _, err := io.WriteString(inW, c.line+"\n"); err != nil {
+				t.Fatalf("%s: write: %v (the session ended)", c.line, err)
+			}
+			if !replies.Scan() {
+				t.Fatalf("%s: no reply: %v", c.line, replies.Err())
+			}
+			check(t, c.line, replies.Bytes(), c.code, c.field, c.id)
+		}
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+		if err := <-done; err != nil && !errors.Is(err, io.EOF) {
+			t.Errorf("Run: %v", err)
+		}
+	})
+
+	if _, err := db.Get(ctx, "default", h); err != nil {
+		t.Errorf("the grain after refused messages: %v", err)
 	}
 }

@@ -179,8 +179,10 @@ func NewHandler(cfg Config, opts *HandlerOptions) (http.Handler, error) {
 // checkBody answers a POST whose body is not JSON, or not JSON-RPC 2.0
 // messages, with 400 and a lethe error body ({"code": "invalid_argument",
 // "message", "hint"}) that does not quote the body; the SDK's answer
-// ("malformed payload: ... invalid token: <the body>") would. Other
-// requests, and bodies over max (which the SDK answers 413), go to next.
+// ("malformed payload: ... invalid token: <the body>") would. A message
+// with a key repeated in one of its objects is 400 too, with the JSON-RPC
+// error of repeatedInMessage. Other requests, and bodies over max (which
+// the SDK answers 413), go to next.
 type checkBody struct {
 	next http.Handler
 	max  int64
@@ -216,8 +218,26 @@ func (c *checkBody) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Hint: "post one JSON-RPC 2.0 message (or a batch) as JSON"})
 		return
 	}
+	if id, problem := repeatedInMessage(body); problem != nil {
+		// As the SDK answers a message it refuses before the server reads it.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(errorReply(id, problem))
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	c.next.ServeHTTP(w, r)
+}
+
+// errorReply is a JSON-RPC 2.0 error response to the request id (nil for
+// null).
+func errorReply(id any, e *jsonrpc.Error) []byte {
+	b, _ := json.Marshal(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      any            `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", id, e})
+	return b
 }
 
 // jsonrpcProblem says what makes body not JSON-RPC 2.0 messages, without

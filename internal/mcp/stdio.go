@@ -19,7 +19,9 @@ import (
 // JSON-RPC 2.0 says, with a parse error (-32700, when the line is not
 // JSON) or an invalid request (-32600, when it is JSON but no message),
 // with a null id and a message that does not quote the line, and reads on.
-// A line longer than sdk.DefaultMaxLineLength is an invalid request too.
+// A line longer than sdk.DefaultMaxLineLength is an invalid request too,
+// and a message with a key repeated in one of its objects gets the error
+// of repeatedInMessage, with its id.
 func StdioTransport(r io.Reader, w io.Writer) sdk.Transport {
 	sw := &syncWriter{w: w}
 	pr, pw := io.Pipe()
@@ -51,13 +53,8 @@ func filterLines(r io.Reader, out io.Writer, reply io.Writer, max int) error {
 	for {
 		line, tooLong, err := readLine(br, max)
 		if len(bytes.TrimSpace(line)) > 0 || tooLong {
-			if problem := lineProblem(line, tooLong); problem != nil {
-				b, _ := json.Marshal(struct {
-					JSONRPC string         `json:"jsonrpc"`
-					ID      any            `json:"id"`
-					Error   *jsonrpc.Error `json:"error"`
-				}{"2.0", nil, problem})
-				if _, werr := reply.Write(append(b, '\n')); werr != nil {
+			if id, problem := lineProblem(line, tooLong); problem != nil {
+				if _, werr := reply.Write(append(errorReply(id, problem), '\n')); werr != nil {
 					return werr
 				}
 			} else if _, werr := out.Write(append(line, '\n')); werr != nil {
@@ -93,15 +90,16 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 }
 
 // lineProblem is the JSON-RPC error a line gets instead of reaching the
-// server, or nil for a message or a batch.
-func lineProblem(line []byte, tooLong bool) *jsonrpc.Error {
+// server, and the id to answer it with (nil for null), or a nil error for
+// a message or a batch.
+func lineProblem(line []byte, tooLong bool) (any, *jsonrpc.Error) {
 	switch {
 	case tooLong:
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the line is too long"}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the line is too long"}
 	case !json.Valid(line):
-		return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not JSON"}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: the line is not JSON"}
 	case jsonrpcProblem(line) != "":
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the line is not a JSON-RPC 2.0 message"}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: the line is not a JSON-RPC 2.0 message"}
 	}
-	return nil
+	return repeatedInMessage(line)
 }
