@@ -198,7 +198,11 @@ func cmdRecall(ctx context.Context, e *env, args []string) error {
 			field = "user_id"
 		}
 		if empty == nil && slices.Contains(grains.NonEmptyFilters, field) && strings.TrimSpace(f.Value.String()) == "" {
-			empty = usagef("recall: --%s given empty: leave it out to match every value", f.Name)
+			if field == "query" {
+				empty = usagef("recall: --query given empty: leave it out for no text search")
+			} else {
+				empty = usagef("recall: --%s given empty: leave it out to match every value", f.Name)
+			}
 		}
 	})
 	if empty != nil {

@@ -766,6 +766,10 @@ func testBadInput(f *fixture) {
 		{"recall blank relation", "POST", "/recall", "", `{"relation":" \t"}`, 400, "invalid_argument", "relation"},
 		{"recall empty object", "POST", "/recall", "", `{"subject":"x","object":""}`, 400, "invalid_argument", "object"},
 		{"recall empty user", "POST", "/recall", "", `{"user_id":""}`, 400, "invalid_argument", "user_id"},
+		// Nor is a text search for nothing no search (every grain), nor
+		// one that finds nothing: left out, there is no search.
+		{"recall empty query", "POST", "/recall", "", `{"query":""}`, 400, "invalid_argument", "query"},
+		{"recall blank query", "POST", "/recall", "", `{"query":" \n"}`, 400, "invalid_argument", "query"},
 		{"recall cursor", "POST", "/recall", "", `{"cursor":"abc"}`, 400, "invalid_argument", "cursor"},
 		{"recall unknown", "POST", "/recall", "", `{"text":"x"}`, 400, "invalid_argument", "text"},
 		{"forget nothing", "POST", "/forget", "", `{}`, 400, "empty_selector", ""},

@@ -130,7 +130,7 @@ func (r *RecallRequest) readKeys(body []byte) {
 func (r *RecallRequest) checkFilters() error {
 	for _, f := range r.given {
 		v := map[string]string{"subject": r.Subject, "relation": r.Relation, "object": r.Object, "user_id": r.UserID,
-			"type": r.Type, "namespace": r.Namespace}[f]
+			"type": r.Type, "namespace": r.Namespace, "query": r.Text}[f]
 		if strings.TrimSpace(v) == "" {
 			return grains.EmptyFilter(f)
 		}

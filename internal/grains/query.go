@@ -28,7 +28,8 @@ type Query struct {
 	// and object; Embedding ranks them by cosine similarity to it. Either
 	// makes the query a search: one page of the best Limit grains, each
 	// with its Score, and no cursor. With both, the scores add. Errors
-	// name Text "query", as the HTTP API and MCP do.
+	// name Text "query", as the HTTP API and MCP do. Text "" is no
+	// search; Text of only white space is invalid_argument.
 	Text      string
 	Embedding []float32
 
@@ -110,6 +111,11 @@ func (q *Query) Validate() error {
 	// index lookup.
 	if len(q.Tags) > MaxTags {
 		return FieldError(CodeTooLarge, "tags", "at most 64 tags")
+	}
+	// Text "" is no search; only white space is a search for nothing,
+	// refused as the API refuses it (NonEmptyFilters).
+	if q.Text != "" && strings.TrimSpace(q.Text) == "" {
+		return EmptyFilter("query")
 	}
 	if err := checkText("query", q.Text, MaxQueryText); err != nil {
 		return err
@@ -322,12 +328,18 @@ func (s *Selector) validateScopes() error {
 
 // NonEmptyFilters are the recall filters refused with [EmptyFilter] when
 // given empty (or only white space): "" never means "every value", nor
-// every type or namespace; a filter left out does. The HTTP body, CAL's
-// RECALL WHERE and the MCP recall tool all refuse by this one list.
-var NonEmptyFilters = []string{"subject", "relation", "object", "user_id", "type", "namespace"}
+// every type or namespace; a filter left out does. Nor does a text search
+// ("query") for nothing mean no search, nor find nothing: left out, there
+// is no search. The HTTP body, CAL's RECALL WHERE (which has no query), the
+// MCP recall tool and the CLI all refuse by this one list.
+var NonEmptyFilters = []string{"subject", "relation", "object", "user_id", "type", "namespace", "query"}
 
 // EmptyFilter is the error of a recall filter on field given empty.
 func EmptyFilter(field string) *Error {
-	return &Error{Code: CodeInvalidArgument, Field: field, Message: "empty: leave the field out to match every value",
+	msg := "empty: leave the field out to match every value"
+	if field == "query" {
+		msg = "empty: leave the field out for no text search"
+	}
+	return &Error{Code: CodeInvalidArgument, Field: field, Message: msg,
 		Hint: "an empty filter never means everything"}
 }

@@ -33,3 +33,30 @@ func TestQueryRefusesEmptyTags(t *testing.T) {
 		}
 	}
 }
+
+// A text search for only white space is refused, naming query, as the API
+// refuses it: it searched for nothing and found nothing, where "" (no
+// search) finds every grain.
+func TestQueryRefusesBlankText(t *testing.T) {
+	for _, tc := range []struct {
+		text    string
+		wantErr bool
+	}{
+		{"", false},
+		{"tea", false},
+		{" tea ", false},
+		{" ", true},
+		{"\t\n", true},
+	} {
+		q := Query{Text: tc.text}
+		q.Normalize()
+		err := q.Validate()
+		e, ok := err.(*Error)
+		switch {
+		case tc.wantErr && (!ok || e.Code != CodeInvalidArgument || e.Field != "query"):
+			t.Errorf("text %q: %v, want invalid_argument on query", tc.text, err)
+		case !tc.wantErr && err != nil:
+			t.Errorf("text %q: %v", tc.text, err)
+		}
+	}
+}

@@ -329,7 +329,9 @@ func TestGrainTools(t *testing.T) {
 	}
 	// An empty value filter never means every value: leave it out.
 	// Nor every type or namespace (as on the route).
-	for _, f := range []string{"subject", "relation", "object", "user_id", "type", "namespace"} {
+	// Nor is a text search for nothing no search, nor a search finding
+	// nothing: left out, there is no search.
+	for _, f := range []string{"subject", "relation", "object", "user_id", "type", "namespace", "query"} {
 		for _, v := range []string{"", " "} {
 			if e := failed(t, cs, "recall", m{f: v}); e.Code != "invalid_argument" || e.Field != f {
 				t.Errorf("recall %s %q: %+v, want invalid_argument field %s", f, v, e, f)

@@ -67,7 +67,7 @@ type RecallInput struct {
 	Tags              []string  `json:"tags,omitempty" jsonschema:"every tag must be present"`
 	IncludeSuperseded bool      `json:"include_superseded,omitempty"`
 	IncludeArchived   bool      `json:"include_archived,omitempty"`
-	Query             string    `json:"query,omitempty" jsonschema:"text search over subject, object and content (BM25 over blind word tokens); results carry a score"`
+	Query             string    `json:"query,omitempty" jsonschema:"text search over subject, object and content (BM25 over blind word tokens); results carry a score; leave it out for no search (empty or white space is invalid_argument)"`
 	Embedding         []float32 `json:"embedding,omitempty" jsonschema:"vector recall: the nearest grains by cosine similarity; with query, a hybrid rank"`
 	Limit             int       `json:"limit,omitempty" jsonschema:"page size, 1 to 1000 (default 100)"`
 	Cursor            string    `json:"cursor,omitempty" jsonschema:"the next of the previous page (not with query or embedding: a search answers one page)"`
@@ -290,7 +290,7 @@ func emptyFilter(args json.RawMessage, in *RecallInput) error {
 		return nil
 	}
 	values := map[string]string{"subject": in.Subject, "relation": in.Relation, "object": in.Object,
-		"user_id": in.UserID, "type": in.Type, "namespace": in.Namespace}
+		"user_id": in.UserID, "type": in.Type, "namespace": in.Namespace, "query": in.Query}
 	for _, f := range grains.NonEmptyFilters {
 		if _, ok := m[f]; ok && strings.TrimSpace(values[f]) == "" {
 			return grains.EmptyFilter(f)
