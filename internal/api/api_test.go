@@ -414,7 +414,7 @@ func testRoles(f *fixture) {
 		{"audit consistency", "GET", "/api/audit/consistency?from=0&to=0", nil, []auth.Role{auth.Auditor}},
 		{"list tokens", "GET", "/api/tokens", nil, nil},
 		{"create token", "POST", "/api/tokens", api.TokenRequest{Roles: []string{"reader"}, Memories: []string{"default"}}, nil},
-		{"revoke token", "DELETE", "/api/tokens/tok_none", nil, nil},
+		{"revoke token", "DELETE", "/api/tokens/tok_0000000000000000", nil, nil},
 	}
 	secrets := map[auth.Role]string{}
 	for _, r := range auth.Roles {
@@ -979,7 +979,12 @@ func testTokens(f *fixture) {
 	}
 	f.want(f.call(admin, "DELETE", "/api/tokens/"+created.ID, nil), 204, "")
 	f.want(f.call(admin, "DELETE", "/api/tokens/"+created.ID, nil), 204, "")
-	f.want(f.call(admin, "DELETE", "/api/tokens/tok_nonexistent", nil), 404, "not_found")
+	f.want(f.call(admin, "DELETE", "/api/tokens/tok_0000000000000000", nil), 404, "not_found")
+	// A malformed id is refused as a hold's or a hook's is, before any
+	// lookup: 400 naming id, never 404.
+	for _, id := range []string{"tok_nonexistent", "nope", "tok_000000000000000G", "tok_00000000000000000", "TOK_0000000000000000"} {
+		f.wantField(f.call(admin, "DELETE", "/api/tokens/"+id, nil), 400, "invalid_argument", "id")
+	}
 	f.want(f.call(created.Token, "POST", "/api/memories/tm/recall", api.RecallRequest{}), 401, "unauthorized")
 }
 

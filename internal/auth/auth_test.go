@@ -158,8 +158,15 @@ func testStore(t *testing.T, cfg Config) {
 	if _, err := s.Lookup(ctx, secret); !errors.Is(err, ErrUnknown) {
 		t.Errorf("revoked: %v", err)
 	}
-	if err := s.Revoke(ctx, "tok_none"); grains.ErrorCode(err) != grains.CodeNotFound {
+	if err := s.Revoke(ctx, "tok_0000000000000000"); grains.ErrorCode(err) != grains.CodeNotFound {
 		t.Errorf("revoke unknown: %v", err)
+	}
+	// A malformed id is refused before any lookup, naming id.
+	for _, id := range []string{"tok_none", "", "tok_", "tok_0000000000000000 ", "tok_000000000000000A"} {
+		var e *grains.Error
+		if err := s.Revoke(ctx, id); !errors.As(err, &e) || e.Code != grains.CodeInvalidArgument || e.Field != "id" {
+			t.Errorf("revoke %q: %v, want invalid_argument on id", id, err)
+		}
 	}
 
 	if _, err := s.Bootstrap(ctx, "short"); err == nil {

@@ -302,10 +302,26 @@ func (s *Store) List(ctx context.Context) ([]Token, error) {
 	return out, nil
 }
 
+// CheckID refuses an id that is not a token id ("tok_" and 16 lowercase
+// hex digits, as Create makes them, or BootstrapID; invalid_argument,
+// field id) before any lookup, as hold and hook ids are refused.
+func CheckID(id string) error {
+	if h, ok := strings.CutPrefix(id, "tok_"); id != BootstrapID &&
+		(!ok || len(h) != 16 || strings.Trim(h, "0123456789abcdef") != "") {
+		return grains.FieldError(grains.CodeInvalidArgument, "id", "not a token id")
+	}
+	return nil
+}
+
 // Revoke revokes the token id. Revoking a revoked token is not an error.
 // The token stops working through this Store at once, and through another
-// Store on the same database within its cache TTL.
+// Store on the same database within its cache TTL. An id that is not a
+// token id (CheckID) is invalid_argument, one that names no token
+// not_found.
 func (s *Store) Revoke(ctx context.Context, id string) error {
+	if err := CheckID(id); err != nil {
+		return err
+	}
 	defer s.forget(id)
 	res := s.db.WithContext(ctx).Model(&tokenRow{}).Where("id = ?", id).
 		Where("revoked_us = 0").Update("revoked_us", s.now().UnixMicro())
