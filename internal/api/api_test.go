@@ -1060,6 +1060,16 @@ func testAudit(f *fixture) {
 	if _, err := proofs.ParseConsistencyProof(a.body); err != nil {
 		f.t.Errorf("consistency: %v: %s", err, a.body)
 	}
+	// A malformed index or size is 400 naming its parameter.
+	for _, tc := range []struct{ path, field string }{
+		{"/api/audit/consistency?from=0", "to"}, // to is required
+		{"/api/audit/consistency?from=0&to=1", "from"},
+		{fmt.Sprintf("/api/audit/consistency?from=%d&to=1", p.TreeSize+1), "from"},
+		{"/api/audit/consistency?from=1", "to"},
+		{"/api/audit/consistency?from=1&to=+1", "to"},
+	} {
+		f.wantField(f.call(auditor, "GET", tc.path, nil), 400, "invalid_argument", tc.field)
+	}
 	// An id that is not an event id is refused before any lookup, and no
 	// answer quotes what it was sent.
 	a = f.call(auditor, "GET", "/api/audit/proof?event=john.doe@example.com", nil)

@@ -348,13 +348,16 @@ func (j *Journal) proof(ctx context.Context, id string, visible func(leaf []byte
 	return p, c, DomainError(err)
 }
 
-// DomainError maps the errors of a Log to domain codes: invalid_argument,
-// not_found (not integrated yet) and unavailable; a domain error passes
-// as it is.
+// DomainError maps the errors of a Log to domain codes: invalid_argument
+// (naming the argument at fault when the Log does), not_found (not
+// integrated yet) and unavailable; a domain error passes as it is.
 func DomainError(err error) error {
+	var ae *argError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &ae):
+		return grains.FieldError(grains.CodeInvalidArgument, ae.field, ae.msg)
 	case errors.Is(err, ErrInvalidArgument):
 		return grains.Wrap(grains.CodeInvalidArgument, "invalid audit log index or size", err)
 	case errors.Is(err, ErrNotIntegrated):

@@ -168,11 +168,26 @@ func checkInclusion(index, size uint64) error {
 }
 
 func checkConsistency(from, to uint64) error {
-	if from == 0 || from > to || to > maxIndex {
-		return fmt.Errorf("%w: consistency between tree sizes %d and %d", ErrInvalidArgument, from, to)
+	switch {
+	case from == 0:
+		return &argError{"from", "must be at least 1: the empty tree is consistent with every tree"}
+	case to > maxIndex:
+		return &argError{"to", "past the largest tree size"}
+	case from > to:
+		return &argError{"from", "must not exceed to"}
 	}
 	return nil
 }
+
+// argError is an ErrInvalidArgument about one argument of a Log method,
+// named as the method (and the HTTP API's parameter) names it, with a
+// message that quotes no value; DomainError makes it a field error.
+type argError struct {
+	field, msg string
+}
+
+func (e *argError) Error() string        { return "audit: invalid argument: " + e.field + ": " + e.msg }
+func (e *argError) Is(target error) bool { return target == ErrInvalidArgument }
 
 func to32(b []byte) ([32]byte, bool) {
 	var h [32]byte
