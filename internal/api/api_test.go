@@ -1060,13 +1060,21 @@ func testAudit(f *fixture) {
 	if _, err := proofs.ParseConsistencyProof(a.body); err != nil {
 		f.t.Errorf("consistency: %v: %s", err, a.body)
 	}
-	// A malformed index or size is 400 naming its parameter.
+	// A malformed index or size is 400 naming its parameter: out of range,
+	// and a number not written as the index's canonical decimal (leading
+	// zeros, a sign), which would be a second name for the same leaf.
 	for _, tc := range []struct{ path, field string }{
 		{"/api/audit/consistency?from=0", "to"}, // to is required
 		{"/api/audit/consistency?from=0&to=1", "from"},
 		{fmt.Sprintf("/api/audit/consistency?from=%d&to=1", p.TreeSize+1), "from"},
 		{"/api/audit/consistency?from=1", "to"},
+		{"/api/audit/consistency?from=01&to=1", "from"},
 		{"/api/audit/consistency?from=1&to=+1", "to"},
+		{fmt.Sprintf("/api/audit/entries/0%d", p.LeafIndex), "index"},
+		{"/api/audit/entries/00", "index"},
+		{"/api/audit/entries/+1", "index"},
+		{"/api/audit/proof?index=00", "index"},
+		{"/api/audit/proof?index=0&size=01", "size"},
 	} {
 		f.wantField(f.call(auditor, "GET", tc.path, nil), 400, "invalid_argument", tc.field)
 	}

@@ -82,11 +82,14 @@ func (s *Server) auditCheckpoint(c *gin.Context) {
 	c.Data(http.StatusOK, "text/plain; charset=utf-8", note)
 }
 
+// uintParam reads an audit log index or size: a decimal integer in
+// [0, 2^63-1] (they are stored as signed 64-bit integers), written as
+// strconv writes it: 00001 or +1 would be a second name for leaf 1.
 func uintParam(field, v string) (uint64, error) {
-	// Indexes and sizes are stored as signed 64-bit integers.
 	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || n > math.MaxInt64 {
-		return 0, grains.FieldError(lethe.CodeInvalidArgument, field, "must be an integer in [0, 2^63-1]")
+	if err != nil || n > math.MaxInt64 || v != strconv.FormatUint(n, 10) {
+		return 0, grains.FieldError(lethe.CodeInvalidArgument, field,
+			"must be an integer in [0, 2^63-1], in decimal without leading zeros")
 	}
 	return n, nil
 }
