@@ -55,14 +55,37 @@ func cmdExport(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// writeExport writes an age-encrypted export to the file out (0600), or to
-// stdout when out is empty, and returns where the disclosure's receipt (its
-// audit event, the nonce of its subject commitment) goes: stdout, or
-// stderr when the export itself went there.
+// writeExport writes an age-encrypted export to the file out (0600, see
+// writePrivate), or to stdout when out is empty, and returns where the
+// disclosure's receipt (its audit event, the nonce of its subject
+// commitment) goes: stdout, or stderr when the export itself went there.
 func (e *env) writeExport(out string, data []byte) (io.Writer, error) {
 	if out != "" {
-		return e.stdout, os.WriteFile(out, data, 0o600)
+		return e.stdout, writePrivate(out, data)
 	}
 	_, err := e.stdout.Write(data)
 	return e.stderr, err
+}
+
+// writePrivate writes data to the file path, readable by its owner only
+// (0600), as every file the CLI writes about a data subject is: an export,
+// an erasure certificate. A regular file already there is overwritten and
+// made 0600 too (os.WriteFile keeps an existing file's mode); another file
+// (/dev/stdout) is written as it is.
+func writePrivate(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() != 0o600 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

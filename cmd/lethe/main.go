@@ -321,6 +321,7 @@ Usage:
                                            --dry-run: the count and the hold that would refuse it)
   lethe export --user U --recipient age1... [--out FILE]
                                            everything held about a user, age-encrypted to the requester
+                                           (--out writes FILE mode 0600, over an existing file too)
   lethe export history HASH | --subject S --recipient age1... [--out FILE]
                                            every version of the chains, their events and proofs,
                                            signed and age-encrypted (lethe.history-export/v1)
@@ -339,7 +340,8 @@ Usage:
   lethe request execute ID | request reject ID
                                            run the approved erasure, print its proof; or reject (needs --yes)
   lethe request certificate ID [--html] [--out FILE]
-                                           the erasure certificate (JSON, or printable HTML)
+                                           the erasure certificate (JSON, or printable HTML);
+                                           --out writes FILE mode 0600, as export does
   lethe purge stale [--half-life D] [--threshold T] [--min-age-days N] [--batch B]
                     [--namespace NS] [--curve exponential|linear|ebbinghaus] [--dry-run]
                                            forget grains whose retention decayed (needs --yes)

@@ -58,6 +58,20 @@ func TestScripts(t *testing.T) {
 				}
 				ts.Setenv(args[0], strings.TrimSpace(ts.ReadFile("stdout")))
 			},
+			// mode PERM FILE fails unless FILE's permission bits are PERM
+			// (octal).
+			"mode": func(ts *testscript.TestScript, neg bool, args []string) {
+				if len(args) != 2 {
+					ts.Fatalf("usage: mode PERM FILE")
+				}
+				want, err := strconv.ParseUint(args[0], 8, 32)
+				ts.Check(err)
+				fi, err := os.Stat(ts.MkAbs(args[1]))
+				ts.Check(err)
+				if got := fi.Mode().Perm(); (got == os.FileMode(want)) == neg {
+					ts.Fatalf("%s: mode %#o, want %s%#o", args[1], got, map[bool]string{true: "not ", false: ""}[neg], want)
+				}
+			},
 			// busyport NAME holds a TCP port for the rest of the script and
 			// sets $NAME to its address.
 			"busyport": func(ts *testscript.TestScript, neg bool, args []string) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"time"
 
@@ -192,7 +191,7 @@ func cmdRequest(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if *out != "" {
-			return os.WriteFile(*out, b, 0o644)
+			return writePrivate(*out, b)
 		}
 		printf(e.stdout, "%s\n", b)
 	}

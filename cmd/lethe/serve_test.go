@@ -455,4 +455,22 @@ func testRemoteRequests(t *testing.T, dir string, r func(args ...string) []strin
 	if err != nil || !strings.Contains(string(b), "Erasure certificate") || !strings.Contains(string(b), "ZD-9") || strings.Contains(string(b), "serve-req-u9") {
 		t.Errorf("certificate page: %v\n%s", err, b)
 	}
+	// The certificate is written as an export is: readable by its owner
+	// only, even over a file that was not.
+	private := func(what string) {
+		t.Helper()
+		fi, err := os.Stat(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600", what, fi.Mode().Perm())
+		}
+	}
+	private("certificate page")
+	if err := os.Chmod(page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, r2("request", "certificate", id, "--out", page)...)
+	private("certificate over a 0644 file")
 }
