@@ -165,6 +165,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.closers = append([]func() error{func() error { db.sweep.Close(); return nil }}, db.closers...)
 	// The hook engine stops before everything: its sends use the store.
 	db.closers = append([]func() error{func() error { db.hooks.Close(); return nil }}, db.closers...)
+	db.erasure.RunStranded(ctx) // blocked requests a release left behind
 	return db, nil
 }
 

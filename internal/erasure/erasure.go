@@ -93,6 +93,7 @@ type Requests interface {
 	Block(ctx context.Context, r *requests.Request, hold string) error
 	Destroyed(ctx context.Context, r *requests.Request) error
 	Blocked(ctx context.Context, memory string) ([]requests.Request, error)
+	Stranded(ctx context.Context, after *requests.Request) ([]requests.Request, error)
 }
 
 var _ Requests = (*requests.Workflow)(nil)

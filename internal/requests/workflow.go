@@ -21,6 +21,10 @@ type Store interface {
 	Request(ctx context.Context, memory, id string) (*Request, error)
 	// Requests returns the requests of memory f selects, oldest due first.
 	Requests(ctx context.Context, memory string, f Filter) ([]Request, error)
+	// StrandedRequests returns, in every memory, up to limit blocked
+	// requests whose blocking hold is no longer active, oldest due first,
+	// after the request (afterDue, afterID) in that order.
+	StrandedRequests(ctx context.Context, afterDue time.Time, afterID string, limit int) ([]Request, error)
 	// Transition applies t with evs in one transaction, only if the
 	// request is in one of t.From (else code invalid_state, nothing
 	// changed). With t.Destroy it destroys the sealing key and the sealed
@@ -250,6 +254,19 @@ func (w *Workflow) Block(ctx context.Context, r *Request, hold string) error {
 // Blocked returns the blocked requests of memory.
 func (w *Workflow) Blocked(ctx context.Context, memory string) ([]Request, error) {
 	return w.List(ctx, memory, Filter{Status: Blocked})
+}
+
+// Stranded returns up to MaxList blocked requests, of every memory, whose
+// blocking hold is no longer active, oldest due first, after after (nil
+// for the first): those a release left blocked when its process ended
+// before it ran them.
+func (w *Workflow) Stranded(ctx context.Context, after *Request) ([]Request, error) {
+	var due time.Time
+	var id string
+	if after != nil {
+		due, id = after.Due, after.ID
+	}
+	return w.store.StrandedRequests(ctx, due, id, MaxList)
 }
 
 // ErrNotExecuted is the cause of a certificate asked of a request that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"time"
 
@@ -135,6 +136,29 @@ func (db *DB) Requests(ctx context.Context, memory string, f requests.Filter) ([
 	}
 	var rows []RequestRow
 	if err := q.Order("due_us, id").Limit(f.Limit).Find(&rows).Error; err != nil {
+		return nil, translate(err, "read requests")
+	}
+	out := make([]requests.Request, len(rows))
+	for i := range rows {
+		out[i] = rows[i].request()
+	}
+	return out, nil
+}
+
+// StrandedRequests returns, of every memory, up to limit blocked requests
+// whose blocking hold is not active (released, or never found), oldest due
+// first, after (afterDue, afterID) in that order.
+func (db *DB) StrandedRequests(ctx context.Context, afterDue time.Time, afterID string, limit int) ([]requests.Request, error) {
+	due := afterDue.UnixMicro()
+	if afterDue.IsZero() {
+		due = math.MinInt64
+	}
+	var rows []RequestRow
+	err := db.gorm.WithContext(ctx).Where("status = ?", string(requests.Blocked)).
+		Where("NOT EXISTS (SELECT 1 FROM holds h WHERE h.id = erasure_requests.hold AND h.memory = erasure_requests.memory AND h.released_us = 0)").
+		Where("(due_us > ? OR (due_us = ? AND id > ?))", due, due, afterID).
+		Order("due_us, id").Limit(limit).Find(&rows).Error
+	if err != nil {
 		return nil, translate(err, "read requests")
 	}
 	out := make([]requests.Request, len(rows))
