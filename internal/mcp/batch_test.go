@@ -1,9 +1,7 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -49,28 +47,13 @@ func TestBatchReachesServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		done := make(chan error, 1)
-		go func() {
-			err := s.Run(context.Background(), mcp.StdioTransport(inR, outW))
-			outW.Close()
-			done <- err
-		}()
-		replies := bufio.NewScanner(outR)
-		io.WriteString(inW, batch+"\n")
+		ss := startStdio(t, context.Background(), s)
+		ss.send(batch)
 		// The SDK answers a batch with a batch, on one line.
-		if !replies.Scan() {
-			t.Fatalf("no reply: %v", replies.Err())
-		}
-		got := replies.Text()
+		got := string(ss.next("batch"))
 		if !strings.Contains(got, `"id":1`) || !strings.Contains(got, `"id":2`) || strings.Contains(got, `"error"`) {
 			t.Errorf("batch of two pings: reply %s", got)
 		}
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-		if err := <-done; err != nil && !errors.Is(err, io.EOF) {
-			t.Errorf("Run: %v", err)
-		}
+		ss.end()
 	})
 }

@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1088,22 +1087,7 @@ func TestStdioBadLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := s.Run(context.Background(), mcp.StdioTransport(inR, outW))
-		outW.Close() // a session that ended has no more replies
-		done <- err
-	}()
-	replies := bufio.NewScanner(outR)
-	next := func() string {
-		t.Helper()
-		if !replies.Scan() {
-			t.Fatalf("no reply: %v", replies.Err())
-		}
-		return replies.Text()
-	}
+	ss := startStdio(t, context.Background(), s)
 	const mark = "mary@example.com"
 	for _, tc := range []struct {
 		line string
@@ -1114,10 +1098,10 @@ func TestStdioBadLine(t *testing.T) {
 		{`{"` + mark + `":1}`, jsonrpc.CodeInvalidRequest},
 		{`[]`, jsonrpc.CodeInvalidRequest},
 	} {
-		if _, err := io.WriteString(inW, tc.line+"\n"); err != nil {
+		if err := ss.send(tc.line); err != nil {
 			t.Fatalf("%s: write: %v (the session ended)", tc.line, err)
 		}
-		reply := next()
+		reply := string(ss.next(tc.line))
 		var r struct {
 			ID    any            `json:"id"`
 			Error *jsonrpc.Error `json:"error"`
@@ -1129,15 +1113,11 @@ func TestStdioBadLine(t *testing.T) {
 			t.Errorf("%s: reply quotes the line: %s", tc.line, reply)
 		}
 	}
-	io.WriteString(inW, `{"jsonrpc":"2.0","id":7,"method":"ping"}`+"\n")
-	if reply := next(); !strings.Contains(reply, `"id":7`) || !strings.Contains(reply, `"result"`) {
+	ss.send(`{"jsonrpc":"2.0","id":7,"method":"ping"}`)
+	if reply := string(ss.next("ping")); !strings.Contains(reply, `"id":7`) || !strings.Contains(reply, `"result"`) {
 		t.Errorf("ping after bad lines: %s", reply)
 	}
-	inW.Close()
-	go io.Copy(io.Discard, outR)
-	if err := <-done; err != nil && !errors.Is(err, io.EOF) {
-		t.Errorf("Run: %v", err)
-	}
+	ss.end()
 }
 
 // TestLockUnseen checks that a locked session learns nothing of the

@@ -1,10 +1,8 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -139,34 +137,19 @@ func TestRepeatedMessageKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		done := make(chan error, 1)
-		go func() {
-			err := s.Run(ctx, mcp.StdioTransport(inR, outW))
-			outW.Close()
-			done <- err
-		}()
-		replies := bufio.NewScanner(outR)
-		io.WriteString(inW, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"v0"}}}`+"\n")
-		if !replies.Scan() || !strings.Contains(replies.Text(), `"result"`) {
-			t.Fatalf("initialize: %s %v", replies.Text(), replies.Err())
+		ss := startStdio(t, ctx, s)
+		ss.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"v0"}}}`)
+		if r := ss.next("initialize"); !strings.Contains(string(r), `"result"`) {
+			t.Fatalf("initialize: %s", r)
 		}
-		io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+		ss.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 		for _, c := range cases {
-			if _, err := io.WriteString(inW, c.line+"\n"); err != nil {
+			if err := ss.send(c.line); err != nil {
 				t.Fatalf("%s: write: %v (the session ended)", c.line, err)
 			}
-			if !replies.Scan() {
-				t.Fatalf("%s: no reply: %v", c.line, replies.Err())
-			}
-			check(t, c.line, replies.Bytes(), c.code, c.field, c.id)
+			check(t, c.line, ss.next(c.line), c.code, c.field, c.id)
 		}
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-		if err := <-done; err != nil && !errors.Is(err, io.EOF) {
-			t.Errorf("Run: %v", err)
-		}
+		ss.end()
 	})
 
 	if _, err := db.Get(ctx, "default", h); err != nil {
