@@ -85,9 +85,9 @@ const (
 	// checkpoint saved), before the waiting receipts learn of it.
 	SequencerCommitted = "sequencer.committed"
 	// CleanerJob: the cleaner committed the transaction that deleted rows
-	// of one erased key (store.DB.CleanupErased), before its next job or
-	// the next rows of the same job, and before the scrub of the deleted
-	// rows' residue.
+	// of up to ten erased keys (store.DB.CleanupErased), before its next
+	// jobs or the next rows of the same jobs, and before the scrub of the
+	// deleted rows' residue.
 	CleanerJob = "cleaner.job"
 )
 

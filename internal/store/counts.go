@@ -60,6 +60,19 @@ func (c *counter) add(scope string, userKeyID int64, d int64) {
 	}
 }
 
+// merge adds o's deltas to c.
+func (c *counter) merge(o counter) {
+	if c.scopes == nil {
+		c.scopes, c.users = map[string]int64{}, map[int64]int64{}
+	}
+	for scope, d := range o.scopes {
+		c.scopes[scope] += d
+	}
+	for user, d := range o.users {
+		c.users[user] += d
+	}
+}
+
 // sorted returns the non-zero deltas in key order, so concurrent
 // transactions lock counter rows in the same order and cannot deadlock.
 func (c *counter) sorted(memory string) ([]CountRow, []UserCountRow) {
