@@ -36,46 +36,58 @@ func BenchmarkForgetByHash(b *testing.B) {
 					}
 					hashes = append(hashes, hs...)
 				}
-				var next atomic.Int64
-				lat := make([][]time.Duration, clients)
-				done := make(chan error, clients)
 				b.ResetTimer()
 				steps := db.AuditSteps()
-				start := time.Now()
-				per := b.N/clients + 1
-				for c := range clients {
-					go func() {
-						for range per {
-							i := next.Add(1) - 1
-							if i >= int64(min(b.N, n)) {
-								break
-							}
-							t := time.Now()
-							res, err := db.Forget(ctx, lethe.Selector{Hash: hashes[i]})
-							if err != nil || res.Count != 1 || res.Receipt == nil {
-								done <- fmt.Errorf("forget %d: %+v, %v", i, res, err)
-								return
-							}
-							lat[c] = append(lat[c], time.Since(t))
-						}
-						done <- nil
-					}()
-				}
-				for range clients {
-					if err := <-done; err != nil {
-						b.Fatal(err)
+				all, elapsed := runClients(b, clients, min(b.N, n), func(i int) error {
+					res, err := db.Forget(ctx, lethe.Selector{Hash: hashes[i]})
+					if err != nil || res.Count != 1 || res.Receipt == nil {
+						return fmt.Errorf("forget %d: %+v, %v", i, res, err)
 					}
-				}
-				elapsed := time.Since(start)
+					return nil
+				})
 				b.StopTimer()
-				var all []time.Duration
-				for _, l := range lat {
-					all = append(all, l...)
-				}
 				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "forgets/s")
 				b.ReportMetric(p50(all), "p50-ms")
 				b.ReportMetric(float64(db.AuditSteps()-steps)/float64(len(all)), "steps/forget")
 			})
 		}
 	}
+}
+
+// runClients calls call(i) for every i in [0, n) from clients goroutines,
+// each taking the next i, and returns every call's latency and the time
+// they all took; the first error fails b.
+func runClients(b *testing.B, clients, n int, call func(i int) error) ([]time.Duration, time.Duration) {
+	var next atomic.Int64
+	lat := make([][]time.Duration, clients)
+	done := make(chan error, clients)
+	start := time.Now()
+	for c := range clients {
+		go func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					break
+				}
+				t := time.Now()
+				if err := call(int(i)); err != nil {
+					done <- err
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t))
+			}
+			done <- nil
+		}()
+	}
+	for range clients {
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	return all, elapsed
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -162,39 +161,12 @@ func BenchmarkForgetUser(b *testing.B) {
 				if b.N > c.users {
 					b.Fatal("out of users")
 				}
-				var next atomic.Int64
-				lat := make([][]time.Duration, c.clients)
-				done := make(chan error, c.clients)
 				b.ResetTimer()
-				start := time.Now()
-				for k := range c.clients {
-					go func() {
-						for {
-							i := next.Add(1) - 1
-							if i >= int64(b.N) {
-								break
-							}
-							t := time.Now()
-							if _, err := db.ForgetUser(ctx, "", fmt.Sprintf("erase-user-%d", i)); err != nil {
-								done <- err
-								return
-							}
-							lat[k] = append(lat[k], time.Since(t))
-						}
-						done <- nil
-					}()
-				}
-				for range c.clients {
-					if err := <-done; err != nil {
-						b.Fatal(err)
-					}
-				}
-				elapsed := time.Since(start)
+				all, elapsed := runClients(b, c.clients, b.N, func(i int) error {
+					_, err := db.ForgetUser(ctx, "", fmt.Sprintf("erase-user-%d", i))
+					return err
+				})
 				b.StopTimer()
-				var all []time.Duration
-				for _, l := range lat {
-					all = append(all, l...)
-				}
 				b.ReportMetric(float64(len(all))/elapsed.Seconds(), "erasures/s")
 				b.ReportMetric(p50(all), "p50-ms")
 			})
