@@ -2,7 +2,6 @@ package mcp_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,18 +26,9 @@ func TestBatchReachesServer(t *testing.T) {
 		}
 		srv := httptest.NewServer(h)
 		defer srv.Close()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(batch))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-03-26") // batches ended with 2025-06-18
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"id":1`) || !strings.Contains(string(b), `"id":2`) {
-			t.Errorf("batch of two pings: %d %s", resp.StatusCode, b)
+		status, b := postRaw(t, srv.URL, batch, "Mcp-Protocol-Version", "2025-03-26") // batches ended with 2025-06-18
+		if status != http.StatusOK || !strings.Contains(string(b), `"id":1`) || !strings.Contains(string(b), `"id":2`) {
+			t.Errorf("batch of two pings: %d %s", status, b)
 		}
 	})
 

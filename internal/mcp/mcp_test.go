@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -982,21 +981,13 @@ func TestHTTPMalformedBody(t *testing.T) {
 		`[{"jsonrpc":"2.0","id":1,"method":"ping"},"` + mark + `"]`,
 		`{"jsonrpc":"2.0","id":{"x":"` + mark + `"},"method":"ping"}`,
 	} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		status, b := postRaw(t, srv.URL, body)
 		if strings.Contains(string(b), mark) {
-			t.Errorf("%s: answer quotes the body: %d %s", body, resp.StatusCode, b)
+			t.Errorf("%s: answer quotes the body: %d %s", body, status, b)
 		}
 		var info mcp.ErrorInfo
-		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(b, &info) != nil || info.Code != "invalid_argument" {
-			t.Errorf("%s: %d %s, want 400 invalid_argument", body, resp.StatusCode, b)
+		if status != http.StatusBadRequest || json.Unmarshal(b, &info) != nil || info.Code != "invalid_argument" {
+			t.Errorf("%s: %d %s, want 400 invalid_argument", body, status, b)
 		}
 	}
 }

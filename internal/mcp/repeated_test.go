@@ -3,7 +3,6 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -116,17 +115,9 @@ func TestRepeatedMessageKey(t *testing.T) {
 		srv := httptest.NewServer(hh)
 		defer srv.Close()
 		for _, c := range cases {
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(c.line))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusBadRequest {
-				t.Errorf("%s: %d %s, want 400", c.line, resp.StatusCode, b)
+			status, b := postRaw(t, srv.URL, c.line)
+			if status != http.StatusBadRequest {
+				t.Errorf("%s: %d %s, want 400", c.line, status, b)
 			}
 			check(t, c.line, b, c.code, c.field, c.id)
 		}

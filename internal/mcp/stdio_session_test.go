@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,4 +60,24 @@ func (ss *stdioSession) end() {
 	if err := <-ss.done; err != nil && !errors.Is(err, io.EOF) {
 		ss.t.Errorf("Run: %v", err)
 	}
+}
+
+// postRaw POSTs body, as it is, to the MCP endpoint at url with the headers
+// a streamable-HTTP client sends (and any more, name then value), and
+// returns the status and the answer.
+func postRaw(t *testing.T, url, body string, header ...string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
