@@ -477,19 +477,9 @@ func (db *DB) cleanupJobs(ctx context.Context, jobs []CleanupJob, limit int) (in
 	deleted := 0
 	err := retryMoved(func() error {
 		return db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			var parts []cleanupPart
-			deleted = 0
-			for _, j := range jobs {
-				part, err := db.collectJob(tx, j, limit-deleted)
-				if err != nil {
-					return err
-				}
-				parts = append(parts, part)
-				if deleted += len(part.ids); deleted >= limit {
-					break
-				}
-			}
-			return db.applyCleanup(tx, parts)
+			var err error
+			deleted, err = db.cleanupTx(tx, jobs, limit)
+			return err
 		})
 	})
 	return deleted, err
@@ -514,24 +504,27 @@ func (db *DB) finishCleanup(tx *gorm.DB, memory string, kind keys.Kind) error {
 	if err := q.Order("id").Find(&jobs).Error; err != nil {
 		return translate(err, "read cleanup jobs")
 	}
-	for _, j := range jobs {
-		if _, err := db.cleanupJobTx(tx, j, math.MaxInt); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := db.cleanupTx(tx, jobs, math.MaxInt)
+	return err
 }
 
-// cleanupJobTx deletes up to limit rows of job j in tx, and the job once
-// none are left. It locks the job first, so that two cleaners (replicas,
-// or an erase's finishCleanup) never both delete, and count down, the same
-// rows.
-func (db *DB) cleanupJobTx(tx *gorm.DB, j CleanupJob, limit int) (int, error) {
-	part, err := db.collectJob(tx, j, limit)
-	if err != nil {
-		return 0, err
+// cleanupTx deletes up to limit rows of the jobs, in order, in tx, and
+// each job once none of its rows are left; it returns how many rows it
+// deleted.
+func (db *DB) cleanupTx(tx *gorm.DB, jobs []CleanupJob, limit int) (int, error) {
+	var parts []cleanupPart
+	deleted := 0
+	for _, j := range jobs {
+		part, err := db.collectJob(tx, j, limit-deleted)
+		if err != nil {
+			return 0, err
+		}
+		parts = append(parts, part)
+		if deleted += len(part.ids); deleted >= limit {
+			break
+		}
 	}
-	return len(part.ids), db.applyCleanup(tx, []cleanupPart{part})
+	return deleted, db.applyCleanup(tx, parts)
 }
 
 // cleanupPart is what collectJob found of one job: the rows to delete
@@ -541,11 +534,14 @@ type cleanupPart struct {
 	ids    []int64
 	hashes []string
 	counts counter
-	locked bool // false: another cleaner finished the job
 	done   bool // the job had fewer rows left than asked for
 }
 
-// collectJob locks job j in tx and reads up to limit of its rows.
+// collectJob locks job j in tx and reads up to limit of its rows. The lock
+// comes first, so that two cleaners (replicas, or an erase's
+// finishCleanup) never both delete, and count down, the same rows; a job
+// another cleaner finished has no row to lock and is done, with nothing to
+// delete.
 func (db *DB) collectJob(tx *gorm.DB, j CleanupJob, limit int) (cleanupPart, error) {
 	part := cleanupPart{job: j}
 	var locked []CleanupJob
@@ -557,9 +553,9 @@ func (db *DB) collectJob(tx *gorm.DB, j CleanupJob, limit int) (cleanupPart, err
 		return part, translate(err, "lock cleanup job")
 	}
 	if len(locked) == 0 {
-		return part, nil // finished by another cleaner
+		part.done = true // finished by another cleaner
+		return part, nil
 	}
-	part.locked = true
 	keyID := strconv.FormatInt(j.KeyID, 10)
 	q := tx.Model(&GrainRow{}).Select("id", "hash", "key_chain", "scope", "user_key_id").Where("memory = ?", j.Memory)
 	switch keys.Kind(j.Kind) {
@@ -634,7 +630,7 @@ func (db *DB) applyCleanup(tx *gorm.DB, parts []cleanupPart) error {
 		}
 	}
 	for _, p := range parts {
-		if p.locked && p.done {
+		if p.done {
 			if err := tx.Delete(&CleanupJob{}, p.job.ID).Error; err != nil {
 				return translate(err, "finish cleanup job")
 			}
