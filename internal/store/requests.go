@@ -134,8 +134,13 @@ func (db *DB) Requests(ctx context.Context, memory string, f requests.Filter) ([
 	if f.Overdue {
 		q = q.Where("status NOT IN ? AND due_us < ?", []string{string(requests.Executed), string(requests.Rejected)}, f.Now.UnixMicro())
 	}
+	return findRequests(q, f.Limit)
+}
+
+// findRequests returns up to limit requests q selects, oldest due first.
+func findRequests(q *gorm.DB, limit int) ([]requests.Request, error) {
 	var rows []RequestRow
-	if err := q.Order("due_us, id").Limit(f.Limit).Find(&rows).Error; err != nil {
+	if err := q.Order("due_us, id").Limit(limit).Find(&rows).Error; err != nil {
 		return nil, translate(err, "read requests")
 	}
 	out := make([]requests.Request, len(rows))
@@ -153,19 +158,9 @@ func (db *DB) StrandedRequests(ctx context.Context, afterDue time.Time, afterID 
 	if afterDue.IsZero() {
 		due = math.MinInt64
 	}
-	var rows []RequestRow
-	err := db.gorm.WithContext(ctx).Where("status = ?", string(requests.Blocked)).
+	return findRequests(db.gorm.WithContext(ctx).Where("status = ?", string(requests.Blocked)).
 		Where("NOT EXISTS (SELECT 1 FROM holds h WHERE h.id = erasure_requests.hold AND h.memory = erasure_requests.memory AND h.released_us = 0)").
-		Where("(due_us > ? OR (due_us = ? AND id > ?))", due, due, afterID).
-		Order("due_us, id").Limit(limit).Find(&rows).Error
-	if err != nil {
-		return nil, translate(err, "read requests")
-	}
-	out := make([]requests.Request, len(rows))
-	for i := range rows {
-		out[i] = rows[i].request()
-	}
-	return out, nil
+		Where("(due_us > ? OR (due_us = ? AND id > ?))", due, due, afterID), limit)
 }
 
 // Transition applies t with its events. A transition that destroys the
