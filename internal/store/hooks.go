@@ -86,14 +86,28 @@ func queueDeliveriesGorm(tx *gorm.DB, evs []Event) error {
 	return translate(tx.Exec(queueDeliveries, ids).Error, "queue webhook deliveries")
 }
 
+// queueDeliveriesPG is queueDeliveries on pgx. One event, the usual case,
+// is queued by a statement with a scalar parameter, which PostgreSQL plans
+// once per connection (queueDeliveryOne); with an array parameter it
+// planned it again at every call (see queueGarbageOne): 54 µs of plan
+// against 10 of execution under lethe-load's forget phase.
 func queueDeliveriesPG(ctx context.Context, tx pgExecer, evs []Event) error {
+	if len(evs) == 1 {
+		_, err := tx.Exec(ctx, queueDeliveryOne, evs[0].ID)
+		return err
+	}
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID
 	}
-	_, err := tx.Exec(ctx, strings.Replace(queueDeliveries, "IN ?", "= ANY($1)", 1), ids)
+	_, err := tx.Exec(ctx, queueDeliveriesAny, ids)
 	return err
 }
+
+var (
+	queueDeliveriesAny = strings.Replace(queueDeliveries, "IN ?", "= ANY($1)", 1)
+	queueDeliveryOne   = strings.Replace(queueDeliveries, "IN ?", "= $1", 1)
+)
 
 // CreateHook stores a hook.
 func (db *DB) CreateHook(ctx context.Context, h HookRow) error {

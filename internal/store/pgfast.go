@@ -421,7 +421,7 @@ func (db *DB) deleteOnePG(ctx context.Context, memory, hash string, now int64, m
 		}
 		w := &pgx.Batch{}
 		q := batchExec{w}
-		q.Exec(ctx, queueGarbage, []int64{r.ID})
+		q.Exec(ctx, queueGarbageOne, r.ID)
 		q.Exec(ctx, `DELETE FROM grain_tags WHERE grain_id = $1`, r.ID)
 		q.Exec(ctx, `DELETE FROM grains WHERE id = $1`, r.ID)
 		c := counter{}
