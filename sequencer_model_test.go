@@ -1,15 +1,19 @@
 package lethe
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/transparency-dev/merkle/compact"
 	"pgregory.net/rapid"
 
 	"github.com/lethe-io/lethe/internal/audit"
@@ -62,7 +66,13 @@ func TestSequencerStepsByModel(t *testing.T) {
 						evs := make([]store.Event, n)
 						for i := range evs {
 							id := proofs.NewEventID()
-							evs[i] = store.Event{ID: id, Memory: "default", Type: "test", Leaf: []byte(`{"id":"` + id + `"}`)}
+							h := sha256.Sum256([]byte(id))
+							leaf, err := (&proofs.Leaf{V: proofs.LeafVersion, ID: id, Type: proofs.EventGrainForget, Memory: "default",
+								Time: time.Now().UTC().Truncate(time.Second), Actor: "local", Hashes: []string{hex.EncodeToString(h[:])}}).Marshal()
+							if err != nil {
+								rt.Fatal(err)
+							}
+							evs[i] = store.Event{ID: id, Memory: "default", Type: "test", Leaf: leaf}
 						}
 						if err := st.AppendEvents(ctx, time.Now().UnixMicro(), evs); err != nil {
 							rt.Fatal(err)
@@ -276,6 +286,15 @@ func (m *seqModel) check(t *rapid.T, complete bool) {
 			if err := proofs.VerifyInclusion(index, cp.Size, h[:], p, cp.Root[:]); err != nil {
 				t.Fatalf("replica %d: event %s at %d under its checkpoint %d: %v", i, e.ID, index, cp.Size, err)
 			}
+			// The receipt's proof (from the step's kept nodes when it is
+			// one of the last, else read as stored) is the log's path.
+			rp, err := r.seq.ProveAppended(ctx, index, e.Leaf, m.signer.SignLeaf(e.Leaf), cp)
+			if err != nil {
+				t.Fatalf("replica %d: receipt of event %s at %d under checkpoint %d: %v", i, e.ID, index, cp.Size, err)
+			}
+			if rp.LeafIndex != index || rp.TreeSize != cp.Size || !slices.EqualFunc(rp.Inclusion, p, bytes.Equal) {
+				t.Fatalf("replica %d: receipt of event %s proves leaf %d in %d by %x; the log's path is %x", i, e.ID, rp.LeafIndex, rp.TreeSize, rp.Inclusion, p)
+			}
 		}
 	}
 	seen := map[uint64]string{}
@@ -434,6 +453,16 @@ func (l *crashLog) Append(ctx context.Context, start uint64, leaves [][]byte) er
 	return l.Log.Append(ctx, start, leaves)
 }
 
+// AppendedNodes passes the log view's nodes on (audit.NodeKeeper), so that
+// the one-transaction replicas prove their receipts from them as a server
+// does.
+func (l *crashLog) AppendedNodes() (from, end uint64, nodes map[compact.NodeID][]byte) {
+	if k, ok := l.Log.(audit.NodeKeeper); ok {
+		return k.AppendedNodes()
+	}
+	return 0, 0, nil
+}
+
 func (l *crashLog) Root(ctx context.Context) (uint64, [32]byte, error) {
 	if err := l.c.op(); err != nil {
 		return 0, [32]byte{}, err
@@ -446,4 +475,82 @@ func (l *crashLog) ConsistencyProof(ctx context.Context, from, to uint64) ([][]b
 		return nil, err
 	}
 	return l.Log.ConsistencyProof(ctx, from, to)
+}
+
+// TestReceiptFromKeptNodes checks that a receipt for an event the last
+// step of this process appended is proved from the nodes that step
+// computed, with nothing read from the log: with every leaf and node row
+// of the log deleted behind it, the proof is still made and verifies
+// offline under the log key, while a sequencer of another process (which
+// kept nothing) reads the rows and fails. Both stores.
+func TestReceiptFromKeptNodes(t *testing.T) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := store.Config{Dialect: store.SQLite, DSN: filepath.Join(t.TempDir(), "lethe.db")}
+			if name == "postgres" {
+				cfg = store.Config{Dialect: store.Postgres, DSN: testenv.Postgres(t)}
+			}
+			st, err := store.Open(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			signer, err := audit.LoadOrCreateSigner(filepath.Join(t.TempDir(), "audit.key"), "lethe.test/kept-nodes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sequencer := func() *audit.Sequencer {
+				el, err := audit.NewEmbeddedLog(st.Gorm(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ob := outbox{at: st.Audit, now: time.Now}
+				return audit.NewSequencer(audit.SequencerConfig{Outbox: atomicOutbox{outbox: ob, st: st, log: el}, Log: el, Signer: signer})
+			}
+			seq := sequencer()
+			var last []store.Event
+			for step, n := range []int{5, 1, 3} { // the last step's events are proved
+				last = make([]store.Event, n)
+				for i := range last {
+					id := proofs.NewEventID()
+					leaf, err := (&proofs.Leaf{V: proofs.LeafVersion, ID: id, Type: proofs.EventGrainForget, Memory: "default",
+						Time: time.Now().UTC().Truncate(time.Second), Actor: "local", Hashes: []string{fmt.Sprintf("%064x", step*10+i)}}).Marshal()
+					if err != nil {
+						t.Fatal(err)
+					}
+					last[i] = store.Event{ID: id, Memory: "default", Type: string(proofs.EventGrainForget), Leaf: leaf}
+				}
+				if err := st.AppendEvents(ctx, time.Now().UnixMicro(), last); err != nil {
+					t.Fatal(err)
+				}
+				if err := seq.Step(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, table := range []string{"audit_log_nodes", "audit_log_leaves"} {
+				if err := st.Gorm().Exec("DELETE FROM " + table).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+			other := sequencer()
+			for _, e := range last {
+				index, cp, ok := seq.Appended(e.ID)
+				if !ok || cp.Size != 9 || index < 6 {
+					t.Fatalf("event %s: Appended says leaf %d under checkpoint %+v, ok %v; want one of 6-8 under size 9", e.ID, index, cp, ok)
+				}
+				sig := signer.SignLeaf(e.Leaf)
+				p, err := seq.ProveAppended(ctx, index, e.Leaf, sig, cp)
+				if err != nil {
+					t.Fatalf("event %s at %d: %v (read the deleted rows?)", e.ID, index, err)
+				}
+				if _, err := proofs.Verify(p, proofs.VerifyOptions{LogKey: signer.VerifierKey(), Origin: signer.Name()}); err != nil {
+					t.Fatalf("event %s at %d: the proof does not verify: %v", e.ID, index, err)
+				}
+				if _, err := other.ProveAppended(ctx, index, e.Leaf, sig, cp); err == nil {
+					t.Fatalf("event %s at %d: a sequencer that kept nothing proved it with the log's rows deleted", e.ID, index)
+				}
+			}
+		})
+	}
 }

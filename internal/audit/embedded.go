@@ -368,6 +368,40 @@ func (l *EmbeddedLog) rangeAt(db *gorm.DB, size uint64, root []byte) (*compact.R
 	return rng, nil
 }
 
+// AppendedNodes returns what this view's last Append knew of the tree: the
+// size it found (from), the size it left (end), and the hashes of the
+// nodes it knew then (the range's) and made. The audit path of a leaf it
+// appended, in the tree of size end, is made of them only (every sibling on
+// the path is a node the Append made, or a node of the range it started
+// from): after the step's transaction commits, the sequencer keeps them so
+// that a receipt's proof reads nothing (see Sequencer.ProveAppended). nodes
+// is nil when the view appended nothing; the map is not written to again.
+func (l *EmbeddedLog) AppendedNodes() (from, end uint64, nodes map[compact.NodeID][]byte) {
+	if l.prior == nil || l.locked == nil || l.known == nil {
+		return 0, 0, nil
+	}
+	return l.prior.Size, l.locked.Size, l.known
+}
+
+// pathFrom builds the audit path of leaf index in the tree of size from
+// nodes, or reports false when a node it needs is not there.
+func pathFrom(nodes map[compact.NodeID][]byte, index, size uint64) ([][]byte, bool) {
+	ns, err := proof.Inclusion(index, size)
+	if err != nil {
+		return nil, false
+	}
+	hashes := make([][]byte, len(ns.IDs))
+	for i, id := range ns.IDs {
+		h, ok := nodes[id]
+		if !ok {
+			return nil, false
+		}
+		hashes[i] = h
+	}
+	p, err := ns.Rehash(hashes, hasher.HashChildren)
+	return p, err == nil
+}
+
 // Root implements [Log.Root].
 func (l *EmbeddedLog) Root(ctx context.Context) (uint64, [32]byte, error) {
 	st, err := l.state(l.db.WithContext(ctx))

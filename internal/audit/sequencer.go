@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/transparency-dev/merkle/compact"
+
 	"github.com/lethe-io/lethe/internal/crashpoint"
 	"github.com/lethe-io/lethe/proofs"
 )
@@ -87,6 +89,35 @@ type Sequencer struct {
 	// generations of at most recentEvents each (see Appended).
 	latest           *SignedCheckpoint
 	appended, before map[string]uint64
+	// trees are the last keptSteps committed steps' nodes (see stepTree),
+	// next the slot the next one takes.
+	trees [keptSteps]*stepTree
+	next  int
+}
+
+// stepTree is what a committed step of this process knew of the tree when
+// it signed cp: the nodes its log view's last append knew and made, which
+// hold the audit path, against cp, of every leaf that append added (leaf
+// indices from to cp.Size). A receipt for such a leaf is proved from them
+// without reading the log (see ProveAppended).
+type stepTree struct {
+	cp    *SignedCheckpoint
+	from  uint64
+	nodes map[compact.NodeID][]byte
+}
+
+// keptSteps bounds the steps whose nodes are kept: a waiter proves its
+// event right after the step that appended it ends, so only the last few
+// are needed (the others are read from the log). A step's nodes number
+// about twice its events, plus up to 64.
+const keptSteps = 4
+
+// NodeKeeper is a log view whose last append's nodes can be kept once its
+// transaction has committed (EmbeddedLog.AppendedNodes). A view passed to
+// an AtomicOutbox's fn that is one (or wraps one and passes the method on)
+// lets the sequencer prove its appended leaves without reading them back.
+type NodeKeeper interface {
+	AppendedNodes() (from, end uint64, nodes map[compact.NodeID][]byte)
 }
 
 // recentEvents bounds a generation of Sequencer.appended: a waiter looks
@@ -181,9 +212,16 @@ func (s *Sequencer) Step(ctx context.Context) error {
 	if a, ok := s.outbox.(AtomicOutbox); ok && s.cosign == nil {
 		var cp *SignedCheckpoint
 		var evs []Sequenced
+		var tree *stepTree
 		err := a.Atomic(ctx, func(o Outbox, l Log) error {
 			var err error
 			cp, evs, err = s.step(ctx, o, l)
+			tree = nil
+			if k, ok := l.(NodeKeeper); ok && err == nil && cp != nil && len(evs) > 0 {
+				if from, end, nodes := k.AppendedNodes(); nodes != nil && end == cp.Size {
+					tree = &stepTree{cp: cp, from: from, nodes: nodes}
+				}
+			}
 			return err
 		})
 		if err != nil {
@@ -192,14 +230,14 @@ func (s *Sequencer) Step(ctx context.Context) error {
 		if len(evs) > 0 {
 			crashpoint.Hit(crashpoint.SequencerCommitted)
 		}
-		s.noteStep(cp, evs)
+		s.noteStep(cp, evs, tree)
 		return nil
 	}
 	cp, evs, err := s.step(ctx, s.outbox, s.log)
 	if err == nil && len(evs) > 0 {
 		crashpoint.Hit(crashpoint.SequencerCommitted)
 	}
-	s.noteStep(cp, evs) // cp is nil when the step failed
+	s.noteStep(cp, evs, nil) // cp is nil when the step failed
 	return err
 }
 
@@ -273,7 +311,7 @@ func (s *Sequencer) step(ctx context.Context, o Outbox, l Log) (*SignedCheckpoin
 // log has not grown).
 func (s *Sequencer) SignCheckpoint(ctx context.Context) (*SignedCheckpoint, error) {
 	cp, err := s.signCheckpoint(ctx, s.outbox, s.log)
-	s.noteStep(cp, nil)
+	s.noteStep(cp, nil, nil)
 	return cp, err
 }
 
@@ -327,14 +365,18 @@ func (s *Sequencer) signCheckpoint(ctx context.Context, o Outbox, l Log) (*Signe
 }
 
 // noteStep notes a committed step: cp, the latest checkpoint (nil when
-// the log is empty), and evs, the events the step appended, which cp or a
-// later checkpoint covers.
-func (s *Sequencer) noteStep(cp *SignedCheckpoint, evs []Sequenced) {
+// the log is empty), evs, the events the step appended, which cp or a
+// later checkpoint covers, and tree, the nodes it knew at cp (or nil).
+func (s *Sequencer) noteStep(cp *SignedCheckpoint, evs []Sequenced, tree *stepTree) {
 	if cp == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if tree != nil {
+		s.trees[s.next%keptSteps] = tree
+		s.next++
+	}
 	if s.latest == nil || cp.Size > s.latest.Size {
 		s.latest = cp
 		s.cond.Broadcast()
@@ -353,8 +395,9 @@ func (s *Sequencer) noteStep(cp *SignedCheckpoint, evs []Sequenced) {
 // Appended returns the leaf index of event id and a signed checkpoint that
 // covers it, when one of this process's recent steps appended the event:
 // a receipt's proof then needs no read of the outbox (see
-// Journal.Receipt). ok is false otherwise, and the caller reads the
-// outbox.
+// Journal.Receipt). The checkpoint is the one the appending step signed
+// while its nodes are kept (ProveAppended then reads nothing), else the
+// latest. ok is false otherwise, and the caller reads the outbox.
 func (s *Sequencer) Appended(id string) (index uint64, cp *SignedCheckpoint, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -367,7 +410,34 @@ func (s *Sequencer) Appended(id string) (index uint64, cp *SignedCheckpoint, ok 
 	if !ok || index >= s.latest.Size {
 		return 0, nil, false
 	}
+	if t := s.treeOf(index); t != nil {
+		return index, t.cp, true
+	}
 	return index, s.latest, true
+}
+
+// treeOf returns the kept step whose append added leaf index, or nil;
+// s.mu is held.
+func (s *Sequencer) treeOf(index uint64) *stepTree {
+	for _, t := range s.trees {
+		if t != nil && t.from <= index && index < t.cp.Size {
+			return t
+		}
+	}
+	return nil
+}
+
+// keptPath returns the audit path of leaf index against cp from the nodes
+// of the kept step that signed cp, or false when no kept step did or a
+// node is missing.
+func (s *Sequencer) keptPath(index uint64, cp *SignedCheckpoint) ([][]byte, bool) {
+	s.mu.Lock()
+	t := s.treeOf(index)
+	s.mu.Unlock()
+	if t == nil || t.cp != cp {
+		return nil, false
+	}
+	return pathFrom(t.nodes, index, cp.Size) // nodes is read only: no lock
 }
 
 // ErrPending means an event is committed but no signed checkpoint covers it
@@ -460,13 +530,19 @@ type storedPaths interface {
 }
 
 // ProveAppended is ProveAt for a checkpoint this process's sequencer signed
-// (Appended), with sig the leaf's signature. The step that signed cp wrote
-// the tree's nodes and the root it signed in one transaction, so the
-// embedded log's path is read as stored, in one read instead of two or
-// three (InclusionProof reads the log's state, and an older root when cp is
-// not the latest, to check the path against them); the path is verified
-// against cp's root before the proof is returned, as every proof is.
+// (Appended), with sig the leaf's signature. When the step that signed cp
+// is one of the last keptSteps and appended the leaf, the path is built
+// from the nodes that step computed and wrote: no read at all. Otherwise
+// the step that signed cp wrote the tree's nodes and the root it signed in
+// one transaction, so the embedded log's path is read as stored, in one
+// read instead of two or three (InclusionProof reads the log's state, and
+// an older root when cp is not the latest, to check the path against
+// them). Either path is verified against cp's root before the proof is
+// returned, as every proof is.
 func (s *Sequencer) ProveAppended(ctx context.Context, index uint64, leaf, sig []byte, cp *SignedCheckpoint) (*proofs.Proof, error) {
+	if incl, ok := s.keptPath(index, cp); ok {
+		return s.proof(index, leaf, sig, cp, incl)
+	}
 	read := s.log.InclusionProof
 	if sp, ok := s.log.(storedPaths); ok {
 		read = sp.storedInclusionProof
