@@ -40,19 +40,7 @@ func TestSequencerStepsByModel(t *testing.T) {
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			cfg := store.Config{Dialect: store.SQLite, DSN: filepath.Join(t.TempDir(), "lethe.db")}
-			if name == "postgres" {
-				cfg = store.Config{Dialect: store.Postgres, DSN: testenv.Postgres(t)}
-			}
-			st, err := store.Open(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			signer, err := audit.LoadOrCreateSigner(filepath.Join(t.TempDir(), "audit.key"), "lethe.test/sequencer-model")
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, signer := seqStore(t, name, "lethe.test/sequencer-model")
 			rapid.Check(t, func(rt *rapid.T) {
 				m := &seqModel{st: st, signer: signer}
 				for i := range m.replicas {
@@ -65,14 +53,7 @@ func TestSequencerStepsByModel(t *testing.T) {
 						n := rapid.IntRange(1, 4).Draw(rt, "events")
 						evs := make([]store.Event, n)
 						for i := range evs {
-							id := proofs.NewEventID()
-							h := sha256.Sum256([]byte(id))
-							leaf, err := (&proofs.Leaf{V: proofs.LeafVersion, ID: id, Type: proofs.EventGrainForget, Memory: "default",
-								Time: time.Now().UTC().Truncate(time.Second), Actor: "local", Hashes: []string{hex.EncodeToString(h[:])}}).Marshal()
-							if err != nil {
-								rt.Fatal(err)
-							}
-							evs[i] = store.Event{ID: id, Memory: "default", Type: "test", Leaf: leaf}
+							evs[i] = forgetEvent(rt)
 						}
 						if err := st.AppendEvents(ctx, time.Now().UnixMicro(), evs); err != nil {
 							rt.Fatal(err)
@@ -125,6 +106,38 @@ func TestSequencerStepsByModel(t *testing.T) {
 			})
 		})
 	}
+}
+
+// seqStore opens a fresh store of the named kind ("sqlite" or
+// "postgres") and a log signer named origin, for the sequencer tests.
+func seqStore(t *testing.T, name, origin string) (*store.DB, *proofs.Signer) {
+	cfg := store.Config{Dialect: store.SQLite, DSN: filepath.Join(t.TempDir(), "lethe.db")}
+	if name == "postgres" {
+		cfg = store.Config{Dialect: store.Postgres, DSN: testenv.Postgres(t)}
+	}
+	st, err := store.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	signer, err := audit.LoadOrCreateSigner(filepath.Join(t.TempDir(), "audit.key"), origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, signer
+}
+
+// forgetEvent returns a new grain.forget event of memory default, with a
+// leaf a proof can be made of.
+func forgetEvent(t interface{ Fatal(args ...any) }) store.Event {
+	id := proofs.NewEventID()
+	h := sha256.Sum256([]byte(id))
+	leaf, err := (&proofs.Leaf{V: proofs.LeafVersion, ID: id, Type: proofs.EventGrainForget, Memory: "default",
+		Time: time.Now().UTC().Truncate(time.Second), Actor: "local", Hashes: []string{hex.EncodeToString(h[:])}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.Event{ID: id, Memory: "default", Type: string(proofs.EventGrainForget), Leaf: leaf}
 }
 
 // seqModel is the model: the events committed in this run, in commit
@@ -487,19 +500,7 @@ func TestReceiptFromKeptNodes(t *testing.T) {
 	for _, name := range []string{"sqlite", "postgres"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			cfg := store.Config{Dialect: store.SQLite, DSN: filepath.Join(t.TempDir(), "lethe.db")}
-			if name == "postgres" {
-				cfg = store.Config{Dialect: store.Postgres, DSN: testenv.Postgres(t)}
-			}
-			st, err := store.Open(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
-			signer, err := audit.LoadOrCreateSigner(filepath.Join(t.TempDir(), "audit.key"), "lethe.test/kept-nodes")
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, signer := seqStore(t, name, "lethe.test/kept-nodes")
 			sequencer := func() *audit.Sequencer {
 				el, err := audit.NewEmbeddedLog(st.Gorm(), nil)
 				if err != nil {
@@ -510,16 +511,10 @@ func TestReceiptFromKeptNodes(t *testing.T) {
 			}
 			seq := sequencer()
 			var last []store.Event
-			for step, n := range []int{5, 1, 3} { // the last step's events are proved
+			for _, n := range []int{5, 1, 3} { // the last step's events are proved
 				last = make([]store.Event, n)
 				for i := range last {
-					id := proofs.NewEventID()
-					leaf, err := (&proofs.Leaf{V: proofs.LeafVersion, ID: id, Type: proofs.EventGrainForget, Memory: "default",
-						Time: time.Now().UTC().Truncate(time.Second), Actor: "local", Hashes: []string{fmt.Sprintf("%064x", step*10+i)}}).Marshal()
-					if err != nil {
-						t.Fatal(err)
-					}
-					last[i] = store.Event{ID: id, Memory: "default", Type: string(proofs.EventGrainForget), Leaf: leaf}
+					last[i] = forgetEvent(t)
 				}
 				if err := st.AppendEvents(ctx, time.Now().UnixMicro(), last); err != nil {
 					t.Fatal(err)
