@@ -735,9 +735,7 @@ const queueGarbage = `INSERT INTO posting_garbage (grain_id, block, toks)
 // plans'), and the planning took twice the execution (pg_stat_statements
 // under lethe-load's forget phase: 108 µs of plan and 51 µs of execution a
 // call).
-const queueGarbageOne = `INSERT INTO posting_garbage (grain_id, block, toks)
-	SELECT grain_id, block, toks FROM grain_docs WHERE toks IS NOT NULL AND grain_id = $1
-	ON CONFLICT (grain_id) DO NOTHING`
+var queueGarbageOne = strings.Replace(queueGarbage, "= ANY($1)", "= $1", 1)
 
 // goneSet is the postings to remove: per (token, block), the grains whose
 // postings leave it.
