@@ -54,7 +54,7 @@ const (
 	// keys' residue, the key cache purge and the receipt (erasure.Eraser).
 	EraseCommitted = "erase.committed"
 	// EraseScrubbed: an erasure's scrub (SQLite: a TRUNCATE checkpoint;
-	// PostgreSQL: VACUUM FULL of the destroyed keys' partitions) finished;
+	// PostgreSQL: the rewrite of the destroyed keys' partitions) finished;
 	// the receipt's wait for a checkpoint, which runs beside it, may not
 	// have.
 	EraseScrubbed = "erase.scrubbed"
