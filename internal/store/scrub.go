@@ -32,9 +32,10 @@ import (
 // space it frees, so the bytes of a pruned tuple can stay in the page's
 // free space. An erase deletes the destroyed keys' wrapped forms from
 // their partitions of data_key_wraps (see wraps.go), and the scrub after
-// it rewrites those partitions as copies of their live rows (new files,
-// the old ones unlinked; see rewriteWrapPart), which leaves no byte of a
-// dead tuple whatever snapshot is open. A partition holds at most
+// it rewrites those partitions (new files, the old ones unlinked): by
+// VACUUM FULL, or beside a transaction older than the erase, whose
+// snapshot VACUUM FULL would keep the dead tuple for, as copies of their
+// live rows (see vacuumPending and rewriteWrapPart). A partition holds at most
 // wrapBucket keys, so the rewrite costs the same at a thousand keys as at
 // a million. An erase that destroys user keys
 // (of a user or a memory) also renames them (see destroyedName); the old
@@ -265,17 +266,18 @@ func (db *DB) checkpoint(ctx context.Context) error {
 // vacuumPending rewrites the PostgreSQL tables scrub_pending names
 // (marked by erases, see markDirty), and deletes the rows it read. Rows an
 // erase added since they were read stay for the next scrub. It calls mark
-// before it reads them, the last time after a short wait for the erases
-// under way (waitInFlight), so that one rewrite takes theirs too.
+// before it reads them.
 //
-// A partition of data_key_wraps is replaced by a copy of its live rows
-// (rewriteWrapPart): no snapshot can keep a destroyed key's dead tuple in
-// it, so nothing waits for older transactions. Any other table (data_keys,
-// once, after its wrapped keys moved out; a partition with a TOAST table,
-// once, see plainWraps) gets VACUUM FULL, which copies
-// the dead tuples a snapshot older than the erase may still see: it waits
-// for them first, and when one outlives the wait it leaves the table's
-// rows for the next scrub, and reports it.
+// The rewrite is VACUUM FULL, which copies the dead tuples a snapshot
+// older than the erase may still see: the scrub first waits, at most
+// olderWait, for the transactions older than the newest erase to end (the
+// erases under way among them, whose rows it then reads too). If some
+// still run, a partition of data_key_wraps is replaced instead by a copy
+// of its live rows (rewriteWrapPart), which no snapshot can keep a
+// destroyed key in; another table (data_keys, once, after its wrapped
+// keys moved out; a partition with a TOAST table, once, see plainWraps)
+// waits for them up to scrubWait, gets VACUUM FULL anyway, and keeps its
+// rows for the next scrub, which is reported.
 func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 	conn, err := db.conn(ctx)
 	if err != nil {
@@ -290,7 +292,7 @@ func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 	if last == 0 {
 		return nil
 	}
-	if err := waitInFlight(ctx, conn, last, batchWait); err != nil {
+	if _, err := waitOlder(ctx, conn, last, olderWait); err != nil {
 		return translate(err, "scrub keys")
 	}
 	mark() // the erases that committed meanwhile are covered too
@@ -298,8 +300,8 @@ func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 	if err != nil {
 		return translate(err, "scrub keys")
 	}
-	ids := map[string][]int64{}  // the rows read, by table
-	newest := map[string]int64{} // the newest erase, by table
+	ids := map[string][]int64{} // the rows read, by table
+	var xid int64               // the newest erase among them
 	for rows.Next() {
 		var id, x int64
 		var tbl string
@@ -307,7 +309,7 @@ func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 			rows.Close()
 			return translate(err, "scrub keys")
 		}
-		ids[tbl], newest[tbl] = append(ids[tbl], id), max(newest[tbl], x)
+		ids[tbl], xid = append(ids[tbl], id), max(xid, x)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -316,25 +318,25 @@ func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	copied, err := copiedParts(ctx, conn, slices.Collect(maps.Keys(ids)))
+	older, err := waitOlder(ctx, conn, xid, 0)
 	if err != nil {
 		return translate(err, "scrub keys")
 	}
-	var xid int64 // the newest erase among the tables VACUUM FULL rewrites
-	for tbl, x := range newest {
-		if !copied[tbl] {
-			xid = max(xid, x)
-		}
-	}
-	var older int64
-	if xid > 0 {
-		if older, err = waitOlder(ctx, conn, xid, scrubWait); err != nil {
+	copied := map[string]bool{}
+	if older > 0 {
+		if copied, err = copiedParts(ctx, conn, slices.Collect(maps.Keys(ids))); err != nil {
 			return translate(err, "scrub keys")
+		}
+		if len(copied) < len(ids) {
+			if older, err = waitOlder(ctx, conn, xid, scrubWait); err != nil {
+				return translate(err, "scrub keys")
+			}
 		}
 	}
 	if _, err := conn.ExecContext(ctx, `SET lock_timeout = '5s'`); err != nil {
 		return translate(err, "scrub keys")
 	}
+	kept := false // rows left for the next scrub
 	for _, tbl := range slices.Sorted(maps.Keys(ids)) {
 		if copied[tbl] {
 			if err = rewriteWrapPart(ctx, conn, tbl, ids[tbl]); err != nil {
@@ -353,10 +355,12 @@ func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 		}
 		// A snapshot older than the erase kept its dead tuple, which the
 		// rewrite copied: the rows stay for the next scrub.
-		if older == 0 {
-			if _, err = conn.ExecContext(ctx, `DELETE FROM scrub_pending WHERE id = ANY($1)`, ids[tbl]); err != nil {
-				break
-			}
+		if older > 0 {
+			kept = true
+			continue
+		}
+		if _, err = conn.ExecContext(ctx, `DELETE FROM scrub_pending WHERE id = ANY($1)`, ids[tbl]); err != nil {
+			break
 		}
 	}
 	if _, rerr := conn.ExecContext(context.Background(), `RESET lock_timeout`); rerr != nil && err == nil {
@@ -365,7 +369,7 @@ func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 	if err != nil {
 		return translate(err, "scrub keys")
 	}
-	if older > 0 {
+	if kept {
 		return grains.Errorf(grains.CodeUnavailable, "scrub keys: %d transactions older than the erase still see its destroyed key", older)
 	}
 	return nil
@@ -406,7 +410,10 @@ func copiedParts(ctx context.Context, conn *sql.Conn, tables []string) (map[stri
 // snapshot, those older than this transaction included (a truncated table
 // otherwise looks empty to them): a key read that began before the
 // rewrite still finds every live key. A crash or error rolls it all back:
-// the old files stay, and so do the rows of scrub_pending.
+// the old files stay, and so do the rows of scrub_pending. Row by row (its
+// index built by inserts), it costs a little more than VACUUM FULL for a
+// full partition (4,096 keys, by hand: 22 ms against 19-21), so the scrub
+// uses it only beside older transactions.
 func rewriteWrapPart(ctx context.Context, conn *sql.Conn, tbl string, ids []int64) error {
 	return conn.Raw(func(dc any) error {
 		pc, err := pgxConn(dc)
@@ -450,13 +457,15 @@ func rewriteWrapPart(ctx context.Context, conn *sql.Conn, tbl string, ids []int6
 // pgIdent quotes a table name for PostgreSQL.
 func pgIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
 
-// batchWait bounds how long a scrub waits for the erases under way to
-// commit (waitInFlight). Four erasures at a time under lethe-load waited
-// 13 ms at the median for the transactions older than theirs.
-const batchWait = 25 * time.Millisecond
+// olderWait bounds how long a scrub waits for the transactions older than
+// the erase before it copies the partition instead of VACUUM FULL (four
+// erasures at a time under lethe-load waited 13 ms for them at the median,
+// 28 at p90; a long transaction anywhere on the server would otherwise
+// hold every erase for scrubWait).
+const olderWait = 25 * time.Millisecond
 
-// scrubWait bounds how long a keys scrub waits for transactions older than
-// the erase to end.
+// scrubWait bounds how long the VACUUM FULL of a table the scrub cannot
+// copy (see vacuumPending) waits for transactions older than the erase.
 const scrubWait = 2 * time.Second
 
 // waitOlder waits, at most wait, until no transaction that may still see a
@@ -482,33 +491,13 @@ const scrubWait = 2 * time.Second
 // held an erase's scrub back by up to 38 ms under lethe-load
 // (TestScrubIgnoresLazyVacuum).
 func waitOlder(ctx context.Context, conn *sql.Conn, xid int64, wait time.Duration) (int64, error) {
-	return waitFor(ctx, conn, `(datname = current_database() AND age(backend_xmin) >= age($1::text::xid))
-		OR age(backend_xid) >= age($1::text::xid)`, xid, wait)
-}
-
-// waitInFlight waits, at most wait, until no erase of this database that
-// was under way when transaction xid committed runs (a transaction
-// holding or waiting for a memory's exclusive lock, with a snapshot or an
-// xid older than xid), so that one rewrite covers them too. It is batching
-// only: other transactions do not count, and a stuck erase costs at most
-// wait.
-func waitInFlight(ctx context.Context, conn *sql.Conn, xid int64, wait time.Duration) error {
-	_, err := waitFor(ctx, conn, `datname = current_database()
-		AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $2::bigint::oid AND objsubid = 2 AND mode = 'ExclusiveLock')
-		AND (age(backend_xmin) >= age($1::text::xid) OR age(backend_xid) >= age($1::text::xid))`, xid, wait, int64(memoryLockClass))
-	return err
-}
-
-// waitFor waits, at most wait, until no backend but this one and the lazy
-// VACUUMs matches cond (SQL: $1 the xid as text, then args), and returns
-// how many still do.
-func waitFor(ctx context.Context, conn *sql.Conn, cond string, xid int64, wait time.Duration, args ...any) (int64, error) {
 	var older int64
 	deadline := time.Now().Add(wait)
 	for {
 		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE pid <> pg_backend_pid() AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum) AND (`+cond+`)`,
-			append([]any{fmt.Sprint(xid % (1 << 32))}, args...)...).Scan(&older); err != nil {
+			WHERE pid <> pg_backend_pid() AND pid NOT IN (SELECT pid FROM pg_stat_progress_vacuum) AND (
+				(datname = current_database() AND age(backend_xmin) >= age($1::text::xid))
+				OR age(backend_xid) >= age($1::text::xid))`, fmt.Sprint(xid%(1<<32))).Scan(&older); err != nil {
 			return 0, err
 		}
 		if older == 0 || time.Now().After(deadline) {

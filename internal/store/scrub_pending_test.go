@@ -175,12 +175,12 @@ func TestScrubPending(t *testing.T) {
 // TestScrubIgnoresOlderSnapshots: no snapshot older than an erase holds
 // its scrub back or keeps a byte of the destroyed key. A plain VACUUM that
 // began before the erase (of another table, slowed down) is not counted
-// by waitOlder (which the VACUUM FULL of a table other than a key
-// partition waits on): PostgreSQL leaves a lazy VACUUM out of VACUUM
-// FULL's horizon. A repeatable-read snapshot of the same age does keep
-// the dead tuple in a VACUUM FULL (the control: the byte check finds it
-// then), and the scrub's copy of the partition's live rows, beside that
-// same snapshot, leaves no byte of it.
+// by waitOlder, and the scrub's VACUUM FULL beside it leaves no byte of
+// the key: PostgreSQL leaves a lazy VACUUM out of VACUUM FULL's horizon.
+// A repeatable-read snapshot of the same age does keep the dead tuple in a
+// VACUUM FULL (the control: the byte check finds it then), and the scrub,
+// beside that same snapshot, copies the partition's live rows instead,
+// which leaves no byte of it.
 func TestScrubIgnoresOlderSnapshots(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.Postgres(t)

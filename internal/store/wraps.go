@@ -16,7 +16,7 @@ import (
 // a table partitioned by ranges of wrapBucket key ids: partition n,
 // data_key_wraps_<n>, holds the wrapped forms of keys n*wrapBucket to
 // (n+1)*wrapBucket-1. An erase deletes the destroyed keys' rows there, and
-// its scrub rewrites (rewriteWrapPart) only the partitions that held them: at
+// its scrub rewrites (see vacuumPending) only the partitions that held them: at
 // most wrapBucket rows each, whatever the number of keys (the old name
 // of an erased user's key gets a plain VACUUM of data_keys: see
 // scrubNames). data_keys keeps the names, fingerprints and dates, and its wrapped column stays NULL
