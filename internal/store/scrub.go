@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
 	"github.com/lethe-io/lethe/internal/grains"
@@ -339,11 +340,13 @@ func (db *DB) vacuumPending(ctx context.Context, mark func()) error {
 	kept := false // rows left for the next scrub
 	for _, tbl := range slices.Sorted(maps.Keys(ids)) {
 		if copied[tbl] {
-			if err = rewriteWrapPart(ctx, conn, tbl, ids[tbl]); err != nil {
+			if err = db.rewriteWrapPart(ctx, tbl, ids[tbl]); err != nil {
 				break
 			}
 			continue
 		}
+		// A partition named for a key that an earlier version stored in
+		// data_keys may not exist.
 		var exists bool
 		if err = conn.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
 			break
@@ -399,7 +402,7 @@ func copiedParts(ctx context.Context, conn *sql.Conn, tables []string) (map[stri
 
 // rewriteWrapPart replaces partition tbl of data_key_wraps by a copy of
 // its live rows, and deletes the rows ids of scrub_pending, in one
-// transaction on conn: under an exclusive lock on the partition (which
+// transaction: under an exclusive lock on the partition (which
 // every writer of it holds a lock on until it commits, so none is
 // missed), its live rows are copied out, the partition truncated (new,
 // empty files; the old ones are truncated to zero bytes at the commit and
@@ -414,42 +417,35 @@ func copiedParts(ctx context.Context, conn *sql.Conn, tables []string) (map[stri
 // index built by inserts), it costs a little more than VACUUM FULL for a
 // full partition (4,096 keys, by hand: 22 ms against 19-21), so the scrub
 // uses it only beside older transactions.
-func rewriteWrapPart(ctx context.Context, conn *sql.Conn, tbl string, ids []int64) error {
-	return conn.Raw(func(dc any) error {
-		pc, err := pgxConn(dc)
-		if err != nil {
-			return err
-		}
-		defer endTx(ctx, pc)
-		if _, err := pc.Exec(ctx, `BEGIN`); err != nil {
+func (db *DB) rewriteWrapPart(ctx context.Context, tbl string, ids []int64) error {
+	return db.pgTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 			return err
 		}
 		var exists bool
-		if err := pc.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
 			return err
 		}
 		if exists {
 			name := pgIdent(tbl)
-			if _, err := pc.Exec(ctx, `LOCK TABLE `+name+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+			if _, err := tx.Exec(ctx, `LOCK TABLE `+name+` IN ACCESS EXCLUSIVE MODE`); err != nil {
 				return err
 			}
 			// The live rows: key ids and wrapped forms, as a key read
 			// returns them (the destroyed keys' rows are deleted).
 			var live bytes.Buffer
-			if _, err := pc.PgConn().CopyTo(ctx, &live, `COPY `+name+` TO STDOUT (FORMAT binary)`); err != nil {
+			pc := tx.Conn().PgConn()
+			if _, err := pc.CopyTo(ctx, &live, `COPY `+name+` TO STDOUT (FORMAT binary)`); err != nil {
 				return err
 			}
-			if _, err := pc.Exec(ctx, `TRUNCATE `+name); err != nil {
+			if _, err := tx.Exec(ctx, `TRUNCATE `+name); err != nil {
 				return err
 			}
-			if _, err := pc.PgConn().CopyFrom(ctx, bytes.NewReader(live.Bytes()), `COPY `+name+` FROM STDIN (FORMAT binary, FREEZE)`); err != nil {
+			if _, err := pc.CopyFrom(ctx, bytes.NewReader(live.Bytes()), `COPY `+name+` FROM STDIN (FORMAT binary, FREEZE)`); err != nil {
 				return err
 			}
 		}
-		if _, err := pc.Exec(ctx, `DELETE FROM scrub_pending WHERE id = ANY($1)`, ids); err != nil {
-			return err
-		}
-		_, err = pc.Exec(ctx, `COMMIT`)
+		_, err := tx.Exec(ctx, `DELETE FROM scrub_pending WHERE id = ANY($1)`, ids)
 		return err
 	})
 }
