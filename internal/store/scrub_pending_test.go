@@ -1,10 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -376,4 +381,156 @@ func TestScrubIgnoresOlderSnapshots(t *testing.T) {
 	if inPages(secret) {
 		t.Fatal("the destroyed key's bytes are in data_key_wraps_0 after the scrub, beside a snapshot older than the erase")
 	}
+}
+
+// TestCopyScrubUnderLoad: with a snapshot older than every erase open, so
+// that every scrub copies its partition's live rows, goroutines create,
+// read and erase user keys at once. Every read of a live key returns its
+// own wrapped form meanwhile; afterwards every key created and not erased
+// reads back, every erased one is gone and its bytes are in no page of
+// data_key_wraps, and scrub_pending is empty with the old snapshot still
+// open (VACUUM FULL would have kept the rows).
+func TestCopyScrubUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.Postgres(t)
+	db, err := Open(ctx, Config{Dialect: Postgres, DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f := newFixture(t, db, 0)
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if _, err := raw.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pageinspect`); err != nil {
+		t.Fatal(err)
+	}
+	old, err := raw.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Rollback()
+	if _, err := old.ExecContext(ctx, `SELECT count(*) FROM data_keys`); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	live := map[string][]byte{}   // name: wrapped form
+	erased := map[string][]byte{} // name: the destroyed wrapped form
+	var names []string            // live, not being erased
+	create := func(name string) {
+		secret := []byte("wrapped-under-load-" + name + "-" + hex.EncodeToString(tok(name)))
+		r, err := db.CreateKey(ctx, keys.Record{Memory: f.memory, Kind: keys.KindUser, Name: name,
+			Wrapped: secret, Fingerprint: "fp-" + name, CreatedAt: time.Now()})
+		if err != nil || !bytes.Equal(r.Wrapped, secret) {
+			t.Errorf("create %s: %v", name, err)
+			return
+		}
+		mu.Lock()
+		live[name] = secret
+		names = append(names, name)
+		mu.Unlock()
+	}
+	for i := range 100 {
+		create(hex.EncodeToString(tok(fmt.Sprint("seed", i))))
+	}
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := range 60 {
+				switch op := rng.IntN(3); {
+				case op == 0:
+					create(hex.EncodeToString(tok(fmt.Sprint("g", g, "-", i))))
+				default:
+					mu.Lock()
+					if len(names) == 0 {
+						mu.Unlock()
+						continue
+					}
+					k := rng.IntN(len(names))
+					name := names[k]
+					secret := live[name]
+					if op == 1 {
+						names = slices.Delete(names, k, k+1) // no other goroutine reads or erases it now
+					}
+					mu.Unlock()
+					if op == 2 {
+						r, err := db.LiveKey(ctx, f.memory, keys.KindUser, name)
+						if err != nil || !bytes.Equal(r.Wrapped, secret) {
+							t.Errorf("read of live key %s during the scrubs: %q, %v", name, r.Wrapped, err)
+						}
+						continue
+					}
+					ref, _ := hex.DecodeString(name)
+					if _, err := db.EraseKey(ctx, EraseSpec{Memory: f.memory, Kind: keys.KindUser, Name: name, UserRef: ref, Now: 1},
+						func(context.Context, *Erasure) ([]Event, error) { return nil, nil }); err != nil {
+						t.Errorf("erase %s: %v", name, err)
+						continue
+					}
+					mu.Lock()
+					delete(live, name)
+					erased[name] = secret
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if len(erased) == 0 {
+		t.Fatal("no erase ran: the test shows nothing")
+	}
+	for name, secret := range live {
+		r, err := db.LiveKey(ctx, f.memory, keys.KindUser, name)
+		if err != nil || !bytes.Equal(r.Wrapped, secret) {
+			t.Errorf("live key %s after the scrubs: %q, %v", name, r.Wrapped, err)
+		}
+	}
+	var parts []string
+	rows, err := raw.QueryContext(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'data_key_wraps'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil || len(parts) == 0 {
+		t.Fatalf("partitions of data_key_wraps: %v, %v", parts, err)
+	}
+	rows.Close()
+	for name, secret := range erased {
+		if _, err := db.LiveKey(ctx, f.memory, keys.KindUser, name); !errors.Is(err, keys.ErrNoKey) {
+			t.Errorf("erased key %s reads back: %v", name, err)
+		}
+		for _, p := range parts {
+			var found bool
+			if err := raw.QueryRowContext(ctx, `SELECT COALESCE(bool_or(position($1::bytea IN get_raw_page($2::text, 'main', b::int)) > 0), false)
+				FROM generate_series(0, pg_relation_size($2::text::regclass) / current_setting('block_size')::int - 1) b`, secret, p).Scan(&found); err != nil {
+				t.Fatal(err)
+			}
+			if found {
+				t.Errorf("the bytes of erased key %s are in %s's pages", name, p)
+			}
+		}
+	}
+	var pending int64
+	if err := raw.QueryRowContext(ctx, `SELECT count(*) FROM scrub_pending`).Scan(&pending); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 0 {
+		t.Fatalf("%d rows of scrub_pending with the older snapshot open: the scrubs did not copy", pending)
+	}
+	t.Logf("%d keys live, %d erased, %d partitions", len(live), len(erased), len(parts))
 }
