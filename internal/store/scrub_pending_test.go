@@ -177,6 +177,39 @@ func TestScrubPending(t *testing.T) {
 	}
 }
 
+// pageStore opens a PostgreSQL store and a connection of the test's own
+// to its database, with pageinspect, for the tests that read raw pages.
+func pageStore(t *testing.T) (*DB, *sql.DB) {
+	t.Helper()
+	dsn := testenv.Postgres(t)
+	db, err := Open(context.Background(), Config{Dialect: Postgres, DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	if _, err := raw.Exec(`CREATE EXTENSION IF NOT EXISTS pageinspect`); err != nil {
+		t.Fatal(err)
+	}
+	return db, raw
+}
+
+// inPartPages reports whether secret is in any page of table part, free
+// space included.
+func inPartPages(t *testing.T, raw *sql.DB, part string, secret []byte) bool {
+	t.Helper()
+	var found bool
+	if err := raw.QueryRow(`SELECT COALESCE(bool_or(position($1::bytea IN get_raw_page($2::text, 'main', b::int)) > 0), false)
+		FROM generate_series(0, pg_relation_size($2::text::regclass) / current_setting('block_size')::int - 1) b`, secret, part).Scan(&found); err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
 // TestScrubIgnoresOlderSnapshots: no snapshot older than an erase holds
 // its scrub back or keeps a byte of the destroyed key. A plain VACUUM that
 // began before the erase (of another table, slowed down) is not counted
@@ -188,25 +221,14 @@ func TestScrubPending(t *testing.T) {
 // which leaves no byte of it.
 func TestScrubIgnoresOlderSnapshots(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.Postgres(t)
-	db, err := Open(ctx, Config{Dialect: Postgres, DSN: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, raw := pageStore(t)
 	f := newFixture(t, db, 1)
-	raw, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
 	exec := func(q string, args ...any) {
 		t.Helper()
 		if _, err := raw.ExecContext(ctx, q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	exec(`CREATE EXTENSION IF NOT EXISTS pageinspect`)
 	exec(`CREATE TABLE lazy_slow AS SELECT g, repeat('x', 200) AS s FROM generate_series(1, 20000) g`)
 	exec(`DELETE FROM lazy_slow WHERE g % 2 = 0`)
 
@@ -237,15 +259,7 @@ func TestScrubIgnoresOlderSnapshots(t *testing.T) {
 	}
 	// inPages reports whether secret is in any page of data_key_wraps_0,
 	// free space included.
-	inPages := func(secret []byte) bool {
-		t.Helper()
-		var found bool
-		if err := raw.QueryRowContext(ctx, `SELECT COALESCE(bool_or(position($1::bytea IN get_raw_page('data_key_wraps_0', 'main', b::int)) > 0), false)
-			FROM generate_series(0, pg_relation_size('data_key_wraps_0') / current_setting('block_size')::int - 1) b`, secret).Scan(&found); err != nil {
-			t.Fatal(err)
-		}
-		return found
-	}
+	inPages := func(secret []byte) bool { t.Helper(); return inPartPages(t, raw, "data_key_wraps_0", secret) }
 	older := func(xid int64) int64 {
 		t.Helper()
 		conn, err := raw.Conn(ctx)
@@ -392,21 +406,8 @@ func TestScrubIgnoresOlderSnapshots(t *testing.T) {
 // open (VACUUM FULL would have kept the rows).
 func TestCopyScrubUnderLoad(t *testing.T) {
 	ctx := context.Background()
-	dsn := testenv.Postgres(t)
-	db, err := Open(ctx, Config{Dialect: Postgres, DSN: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, raw := pageStore(t)
 	f := newFixture(t, db, 0)
-	raw, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pageinspect`); err != nil {
-		t.Fatal(err)
-	}
 	old, err := raw.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		t.Fatal(err)
@@ -515,12 +516,7 @@ func TestCopyScrubUnderLoad(t *testing.T) {
 			t.Errorf("erased key %s reads back: %v", name, err)
 		}
 		for _, p := range parts {
-			var found bool
-			if err := raw.QueryRowContext(ctx, `SELECT COALESCE(bool_or(position($1::bytea IN get_raw_page($2::text, 'main', b::int)) > 0), false)
-				FROM generate_series(0, pg_relation_size($2::text::regclass) / current_setting('block_size')::int - 1) b`, secret, p).Scan(&found); err != nil {
-				t.Fatal(err)
-			}
-			if found {
+			if inPartPages(t, raw, p, secret) {
 				t.Errorf("the bytes of erased key %s are in %s's pages", name, p)
 			}
 		}
