@@ -570,3 +570,43 @@ func crashRaw(t *testing.T, cfg lethe.Config) rawStore {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return pgRaw{conn: conn}
 }
+
+// recoverStranded applies to m what the reopen's Open did before the store
+// was read (RunStranded, as the store shows it): each request m holds
+// blocked by a hold no longer in force runs, in due order, when its key is
+// live. It is executed unless a hold in force surely covers it, or blocked
+// again by the hold in force that refused it, with its erasure.refused
+// event. One whose key is gone stays blocked (its execution answers
+// not_found), and runs at a later Open if a write creates the key again.
+// It returns how the store differs from that.
+func (m *crashModel) recoverStranded(obs *crashObs) []string {
+	var ps []string
+	for _, q := range m.requestsByDue() {
+		o := obs.requests[q.ID]
+		if _, held := m.Holds[q.Hold]; q.Status != "blocked" || held || o == nil {
+			continue // o == nil: requestProblems reports it
+		}
+		k := m.Keys[q.keyName()]
+		name := "reopen (recovery of " + q.ID[:8] + ")"
+		_, inForce := m.Holds[o.Hold]
+		switch {
+		case k == keyNone:
+			// requestProblems reports any change.
+		case o.Status == "executed" && !m.covers(q):
+			fp := ""
+			if len(o.KeyFingerprints) > 0 {
+				fp = o.KeyFingerprints[0]
+			}
+			if err := m.execute(name, q, &crashResult{Key: fp, Count: o.Count, Event: o.EventID}); err != nil {
+				ps = append(ps, fmt.Sprintf("request %s (%s %s) ran at the reopen: %v", q.ID[:8], q.kind(), q.subject(), err))
+			}
+		case o.Status == "blocked" && inForce && (m.covers(q) || m.mayRefuse(q)):
+			q.Hold = o.Hold
+			m.Wants = append(m.Wants, leafWant{Type: proofs.EventErasureRefused, Reason: "held", Hold: q.Hold, Request: q.ID, Call: name})
+		case k == keyLive:
+			ps = append(ps, fmt.Sprintf("request %s (%s %s) is blocked by hold %.8s, released, its key is live, and the reopen's recovery left it %s (hold %.8s)",
+				q.ID[:8], q.kind(), q.subject(), q.Hold, o.Status, o.Hold))
+		}
+	}
+	return ps
+}
