@@ -140,6 +140,30 @@ func TestRepeatedMessageKey(t *testing.T) {
 			}
 			check(t, c.line, ss.next(c.line), c.code, c.field, c.id)
 		}
+		// A notification is never answered, its refusal included: the
+		// ping after it gets the next reply. One with a repeated key of
+		// the message itself is an invalid request, answered with a null
+		// id, as the HTTP transport answers both.
+		for _, n := range []string{
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"requestId":2}}`,
+			`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1,"_meta":{"a":1,"a":2}}}`,
+		} {
+			// Both lines in one write, apart from the reads: a reply to
+			// the notification must not block the ping's line.
+			go ss.send(n + "\n" + `{"jsonrpc":"2.0","id":"after","method":"ping"}`)
+			if r := ss.next(n); !strings.Contains(string(r), `"id":"after"`) || !strings.Contains(string(r), `"result"`) {
+				t.Errorf("%s: the next reply is %s, want the ping's result (no reply to a notification)", n, r)
+			}
+		}
+		n := `{"jsonrpc":"2.0","method":"notifications/cancelled","method":"tools/call","params":{"requestId":1}}`
+		go ss.send(n)
+		var r struct {
+			ID    any            `json:"id"`
+			Error *jsonrpc.Error `json:"error"`
+		}
+		if b := ss.next(n); json.Unmarshal(b, &r) != nil || r.Error == nil || r.Error.Code != jsonrpc.CodeInvalidRequest || r.ID != nil {
+			t.Errorf("%s: reply %s, want invalid request with a null id", n, b)
+		}
 		ss.end()
 	})
 

@@ -21,7 +21,9 @@ import (
 // with a null id and a message that does not quote the line, and reads on.
 // A line longer than sdk.DefaultMaxLineLength is an invalid request too,
 // and a message with a key repeated in one of its objects gets the error
-// of repeatedInMessage, with its id.
+// of repeatedInMessage, with its id; a notification with a key repeated in
+// its params is dropped unanswered, as JSON-RPC 2.0 answers no
+// notification.
 func StdioTransport(r io.Reader, w io.Writer) sdk.Transport {
 	sw := &syncWriter{w: w}
 	pr, pw := io.Pipe()
@@ -53,12 +55,19 @@ func filterLines(r io.Reader, out io.Writer, reply io.Writer, max int) error {
 	for {
 		line, tooLong, err := readLine(br, max)
 		if len(bytes.TrimSpace(line)) > 0 || tooLong {
-			if id, problem := lineProblem(line, tooLong); problem != nil {
+			id, problem := lineProblem(line, tooLong)
+			switch {
+			case problem == nil:
+				if _, werr := out.Write(append(line, '\n')); werr != nil {
+					return werr
+				}
+			case problem.Code == jsonrpc.CodeInvalidParams && notification(line):
+				// A notification is never answered (JSON-RPC 2.0,
+				// section 4.1), its refusal included: it is dropped.
+			default:
 				if _, werr := reply.Write(append(errorReply(id, problem), '\n')); werr != nil {
 					return werr
 				}
-			} else if _, werr := out.Write(append(line, '\n')); werr != nil {
-				return werr
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -68,6 +77,14 @@ func filterLines(r io.Reader, out io.Writer, reply io.Writer, max int) error {
 			return err
 		}
 	}
+}
+
+// notification reports whether line is one JSON-RPC notification (a
+// request without an id).
+func notification(line []byte) bool {
+	msg, err := jsonrpc.DecodeMessage(line)
+	req, ok := msg.(*jsonrpc.Request)
+	return err == nil && ok && !req.ID.IsValid()
 }
 
 // readLine returns the next line without its end, or, past max bytes,
