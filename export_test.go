@@ -37,10 +37,6 @@ func (db *DB) AuditLeaves(ctx context.Context) ([][]byte, error) {
 // whose rows still exist. PurgeErased still deletes them when called.
 func (db *DB) PauseCleaner() { db.stopCleaner() }
 
-// WaitScrubbed waits until the background scrub after forgets (on
-// PostgreSQL: the postings drain, then the VACUUM) has finished.
-func (db *DB) WaitScrubbed(ctx context.Context) error { return db.store.WaitScrubbed(ctx) }
-
 // SetScrub turns the scrub after forgets on or off (on by default), so a
 // test can see what a forget leaves for it.
 func (db *DB) SetScrub(on bool) { db.store.SetScrub(on) }

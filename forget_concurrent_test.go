@@ -77,7 +77,7 @@ func TestConcurrentForgetsKeepPostings(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
-			if err := db.WaitScrubbed(ctx); err != nil {
+			if err := db.Settle(ctx); err != nil {
 				t.Fatal(err)
 			}
 			live := map[int64]bool{}

@@ -208,3 +208,20 @@ func (db *DB) DroppedRetrievals() int64 { return db.sweep.DroppedRetrievals() }
 // within the tracker's interval (Close writes them too). It returns when
 // they are written, or with ctx's error.
 func (db *DB) FlushRetrievals(ctx context.Context) error { return db.sweep.Flush(ctx) }
+
+// Settle writes the queued retrieval statistics (FlushRetrievals) and
+// waits until the background work that earlier calls started has ended:
+// the scrub after forgets (on PostgreSQL, the text postings' drain and a
+// VACUUM of the grain tables, within about a second of the last forget),
+// the planner statistics' refresh after inserts, a text-index merge. It
+// does not wait for the cleaner's deletion of erased rows, the audit
+// sequencer, webhook deliveries or scheduled policies, which run on their
+// own schedules. For benchmarks and load tests that must not measure one
+// phase's trailing work in the next (cmd/lethe-load's floor), and for
+// tests. It returns ctx's error if ctx ends first.
+func (db *DB) Settle(ctx context.Context) error {
+	if err := db.FlushRetrievals(ctx); err != nil {
+		return err
+	}
+	return db.store.Settle(ctx)
+}

@@ -333,7 +333,7 @@ func TestSearchForgets(t *testing.T) {
 				t.Fatal(err)
 			}
 			gone("forget by user", all[2])
-			if err := a.WaitScrubbed(ctx); err != nil { // PostgreSQL removes forgotten postings after the commit
+			if err := a.Settle(ctx); err != nil { // PostgreSQL removes forgotten postings after the commit
 				t.Fatal(err)
 			}
 			if n := terms(); n != perGrain*4 {

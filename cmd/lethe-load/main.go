@@ -23,8 +23,9 @@
 // run a third time through the library, paced: each call after one ping
 // to the server, untimed, as a handler starts after waiting for the
 // network (the "library, paced" row, and the HTTP p50 against it).
-// After each of its phases the floor writes its queued retrieval
-// statistics, so that its background work does not run during the
+// After each of its phases the floor settles (lethe.DB.Settle: its queued
+// retrieval statistics written, its scrub after forgets and its statistics
+// refresh done), so that its background work does not run during the
 // server's next phase; the server's own background work is the server's.
 //
 // The token needs the writer, reader and dpo roles on the memory (an admin
@@ -541,11 +542,13 @@ func (c *config) load(ctx context.Context, lib *lethe.DB) (*report, error) {
 		for _, u := range runs {
 			p := c.work(ctx, name, n(u), func(ctx context.Context, i int) (int, error) { return job(u, ctx, i) })
 			if l, ok := u.t.(libTarget); ok {
-				// The floor's retrieval statistics are written before
-				// the server's next phase, not during it: the floor
-				// shares this machine (and, on PostgreSQL, the cluster).
-				if err := l.db.FlushRetrievals(ctx); err != nil && p.FirstError == "" {
-					p.FirstError = "flush retrieval statistics: " + err.Error()
+				// The floor's trailing work (retrieval statistics, the
+				// scrub after its forgets: on PostgreSQL a VACUUM of
+				// 100,000 grains) ends before the server's next phase,
+				// not during it: the floor shares this machine (and, on
+				// PostgreSQL, the cluster).
+				if err := l.db.Settle(ctx); err != nil && p.FirstError == "" {
+					p.FirstError = "settle the floor: " + err.Error()
 				}
 			}
 			if first == nil {
@@ -576,8 +579,8 @@ func (c *config) load(ctx context.Context, lib *lethe.DB) (*report, error) {
 			restartLap(ctx)
 			return job(u, ctx, i)
 		})
-		if err := u.t.(libTarget).db.FlushRetrievals(ctx); err != nil && p.Paced.FirstError == "" {
-			p.Paced.FirstError = "flush retrieval statistics: " + err.Error()
+		if err := u.t.(libTarget).db.Settle(ctx); err != nil && p.Paced.FirstError == "" {
+			p.Paced.FirstError = "settle the floor: " + err.Error()
 		}
 	}
 

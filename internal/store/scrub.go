@@ -225,9 +225,13 @@ func (db *DB) scrubForget(ctx context.Context) {
 	}
 }
 
-// WaitScrubbed waits until no background scrub runs (tests).
-func (db *DB) WaitScrubbed(ctx context.Context) error {
-	for db.scrub.grainsRunning.Load() || db.scrub.grainsAgain.Load() {
+// Settle waits until no background work of the store runs: the scrub
+// after forgets (on PostgreSQL, the postings drain and the VACUUM of the
+// grain tables, which starts up to grainScrubPace after the last forget),
+// the statistics refresh after inserts, a text-index merge prepared beside
+// a write. It returns ctx's error if ctx ends first.
+func (db *DB) Settle(ctx context.Context) error {
+	for db.scrub.grainsRunning.Load() || db.scrub.grainsAgain.Load() || db.bg.running.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
