@@ -136,6 +136,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	name, rest := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
+		// The global flags (--json among them) change nothing in a usage
+		// text, which is not machine output: they are passed over.
+		rest = withoutGlobals(rest)
 		if len(rest) > 0 {
 			if _, ok := commands[rest[0]]; ok {
 				fmt.Fprint(stdout, commandUsage(rest[0]))
@@ -146,8 +149,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprint(stdout, usage)
 		return nil
 	case "version", "--version":
-		fmt.Fprintln(stdout, "lethe", version)
-		return nil
+		// With the global flags, before it or after it: --json prints
+		// {"version": ...}; any other argument is a usage error.
+		fs := e.flags("version")
+		pos, err := parse(fs, append(rest, globals...))
+		if err != nil {
+			return err
+		}
+		if err := noArgs(fs, pos); err != nil {
+			return err
+		}
+		return e.jsonOrText(map[string]string{"version": version}, "lethe "+version)
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -189,6 +201,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 var globalFlags = map[string]bool{
 	"data": true, "postgres": true, "server": true, "token-file": true, "memory": true,
 	"json": false, "yes": false,
+}
+
+// withoutGlobals returns args without the global flags among them (and
+// the values of those that take one).
+func withoutGlobals(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		takesValue, ok := globalFlags[flagName(a)]
+		switch {
+		case !strings.HasPrefix(a, "-") || !ok:
+			out = append(out, a)
+		case takesValue && !strings.Contains(a, "="):
+			i++ // its value
+		}
+	}
+	return out
 }
 
 // flagName returns the name of a "-name", "--name" or "--name=value"
