@@ -813,6 +813,11 @@ func querySites(p *openapi3.Parameter, q url.Values) []site {
 		if s.Min != nil {
 			replace("below minimum", strconv.FormatFloat(*s.Min-1, 'f', -1, 64))
 		}
+		if s.Max != nil {
+			// A maximum past 2^53 is read as the float64 next to it:
+			// 2^63-1 as 2^63, which is just past it.
+			replace("past maximum", strconv.FormatFloat(*s.Max+1, 'f', -1, 64))
+		}
 		replace("past uint64", "18446744073709551616")
 	case len(s.Enum) > 0:
 		replace("not in enum", "nope")
