@@ -2,6 +2,7 @@ package lethe
 
 import (
 	"context"
+	"errors"
 
 	"github.com/lethe-io/lethe/internal/forgetting"
 	"github.com/lethe-io/lethe/internal/sweep"
@@ -209,19 +210,8 @@ func (db *DB) DroppedRetrievals() int64 { return db.sweep.DroppedRetrievals() }
 // they are written, or with ctx's error.
 func (db *DB) FlushRetrievals(ctx context.Context) error { return db.sweep.Flush(ctx) }
 
-// Settle writes the queued retrieval statistics (FlushRetrievals) and
-// waits until the background work that earlier calls started has ended:
-// the scrub after forgets (on PostgreSQL, the text postings' drain and a
-// VACUUM of the grain tables, within about a second of the last forget),
-// the planner statistics' refresh after inserts, a text-index merge. It
-// does not wait for the cleaner's deletion of erased rows, the audit
-// sequencer, webhook deliveries or scheduled policies, which run on their
-// own schedules. For benchmarks and load tests that must not measure one
-// phase's trailing work in the next (cmd/lethe-load's floor), and for
-// tests. It returns ctx's error if ctx ends first.
+// Settle flushes the retrieval statistics and waits for the store's background work
+// (for load tests and tests); see docs/api.md, "lethe-load".
 func (db *DB) Settle(ctx context.Context) error {
-	if err := db.FlushRetrievals(ctx); err != nil {
-		return err
-	}
-	return db.store.Settle(ctx)
+	return errors.Join(db.FlushRetrievals(ctx), db.store.Settle(ctx))
 }
