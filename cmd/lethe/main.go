@@ -138,7 +138,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "help", "-h", "-help", "--help":
 		// The global flags (--json among them) change nothing in a usage
 		// text, which is not machine output: they are passed over.
-		rest = withoutGlobals(rest)
+		rest, err := parse(e.flags("help"), rest)
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		if len(rest) > 0 {
 			if _, ok := commands[rest[0]]; ok {
 				fmt.Fprint(stdout, commandUsage(rest[0]))
@@ -201,23 +204,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 var globalFlags = map[string]bool{
 	"data": true, "postgres": true, "server": true, "token-file": true, "memory": true,
 	"json": false, "yes": false,
-}
-
-// withoutGlobals returns args without the global flags among them (and
-// the values of those that take one).
-func withoutGlobals(args []string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		takesValue, ok := globalFlags[flagName(a)]
-		switch {
-		case !strings.HasPrefix(a, "-") || !ok:
-			out = append(out, a)
-		case takesValue && !strings.Contains(a, "="):
-			i++ // its value
-		}
-	}
-	return out
 }
 
 // flagName returns the name of a "-name", "--name" or "--name=value"
