@@ -111,7 +111,7 @@ type DB struct {
 	kek         keys.Wrapper
 	rotator     *keys.Rotator
 	epochs      epochs
-	cleanKick   chan struct{}
+	cleaner     *erasure.Cleaner
 	stopCleaner func()
 
 	sweep  *sweep.Sweeper
@@ -183,29 +183,6 @@ func (db *DB) PurgeErased(ctx context.Context) (int, error) {
 	}
 	_, err := db.store.DrainPostings(ctx)
 	return total, err
-}
-
-func (db *DB) kickCleaner() {
-	select {
-	case db.cleanKick <- struct{}{}:
-	default:
-	}
-}
-
-func (db *DB) runCleaner(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		if _, err := db.PurgeErased(ctx); err != nil && ctx.Err() == nil {
-			db.logger.Warn("cleanup of erased grains failed; it resumes later", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-db.cleanKick:
-		case <-t.C:
-		}
-	}
 }
 
 // memoryName returns m, or "default" for "", after validating it.

@@ -119,13 +119,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{
-		store:     st,
-		ring:      keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
-		logger:    cfg.Logger,
-		now:       cfg.Now,
-		kek:       kek,
-		cleanKick: make(chan struct{}, 1),
+		store:  st,
+		ring:   keys.NewKeyring(keys.KeyringConfig{Store: st, Wrapper: kek, CacheSize: cfg.KeyCacheSize}),
+		logger: cfg.Logger,
+		now:    cfg.Now,
+		kek:    kek,
 	}
+	db.cleaner = erasure.NewCleaner(db.PurgeErased, cfg.Logger)
 	db.sealer = sealing.New(db.ring)
 	if err := db.openAudit(ctx, &cfg); err != nil {
 		st.Close()
@@ -135,7 +135,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		db.runCleaner(cctx)
+		db.cleaner.Run(cctx)
 	}()
 	db.stopCleaner = sync.OnceFunc(func() { cancel(); <-done })
 	db.closers = append([]func() error{func() error { db.stopCleaner(); return nil }}, db.closers...)
@@ -157,7 +157,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.requests = requests.New(requests.Config{Store: st, Journal: db.journal, KEK: kek, Now: db.now})
 	db.erasure = erasure.New(erasure.Config{Store: st, Keys: db.ring, Journal: db.journal, Requests: db.requests,
 		Protection: db.sweep, Filter: db.recall, Opener: opener{db}, KEK: kek,
-		Erased: db.kickCleaner, LogKey: db.signer.VerifierKey(), Now: db.now, Logger: db.logger})
+		Erased: db.cleaner.Kick, LogKey: db.signer.VerifierKey(), Now: db.now, Logger: db.logger})
 	db.history = history.NewExporter(history.ExporterConfig{Store: st, Opener: opener{db}, Recall: db.recall, Journal: db.journal,
 		Prover: db.seq, Signer: db.signer, Now: db.now,
 		Latest: func(ctx context.Context) (*audit.SignedCheckpoint, error) { return db.checkpointAt(ctx, 0) }})
