@@ -166,7 +166,7 @@ func (db *DB) observe(rows []store.GrainRow) {
 }
 
 // PurgeErased deletes, now, the rows and index tokens that erasures made
-// unreadable (a background cleaner does this continuously) and returns how
+// unreadable (a background cleaner does this after each stream of erasures) and returns how
 // many it deleted. It also removes the text postings of every grain
 // deleted so far whose postings are still queued (PostgreSQL).
 func (db *DB) PurgeErased(ctx context.Context) (int, error) {

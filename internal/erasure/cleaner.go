@@ -16,7 +16,7 @@ import (
 // the first kick it waits for, and purges every pending erasure at once.
 // The purge cost an erasure twice its own work (lethe-load, 100,000 grains
 // on PostgreSQL, four clients: 29 ms of the machine's CPU per erasure with
-// the purge beside it, about 15 without), and its transactions, older than
+// the purge beside it, about 13 without), and its transactions, older than
 // the erasures that commit while they run, held those erasures' scrubs
 // back (see store.waitOlder). Taken together, the purge also rewrites the
 // text index's blocks of common words once for many users. The rows it

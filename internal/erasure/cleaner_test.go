@@ -52,16 +52,14 @@ func (f *fakeClock) registered(t *testing.T, n int) {
 }
 
 // advance moves the clock to at, firing the live timer if it is due.
-func (f *fakeClock) advance(at time.Time) (fired bool) {
+func (f *fakeClock) advance(at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.now = at
 	if f.ch != nil && !f.at.After(at) {
 		f.ch <- at
 		f.ch = nil
-		return true
 	}
-	return false
 }
 
 // TestCleanerSchedule drives a cleaner with random streams of kicks on a
