@@ -300,7 +300,10 @@ func TestCrashLosesNoEvent(t *testing.T) {
 }
 
 // childConfig is what the crash test passes to its child process.
-type childConfig struct{ DataDir, PostgresDSN string }
+type childConfig struct {
+	DataDir, PostgresDSN string
+	User                 string `json:",omitempty"` // eraseChild's user
+}
 
 // crashChild writes and forgets grains forever, printing each forget's
 // event id once it is committed, until it is killed.

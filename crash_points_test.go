@@ -3,6 +3,7 @@ package lethe_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -348,8 +349,8 @@ func checkPointStore(t *testing.T, cfg lethe.Config, point string, done map[stri
 // TestNoResidueAfterCrashAtErase's child; it holds a childConfig.
 const crashEraseEnv = "LETHE_CRASH_ERASE_CHILD"
 
-// eraseChild erases user u1 of memory res, armed to die at once its
-// erasure committed.
+// eraseChild erases user cc.User (u1 if unset) of memory res, armed to die
+// once its erasure committed.
 func eraseChild() {
 	var cc childConfig
 	if err := json.Unmarshal([]byte(os.Getenv(crashEraseEnv)), &cc); err != nil {
@@ -360,7 +361,8 @@ func eraseChild() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = db.ForgetUser(ctx, "res", "u1")
+	user := cmp.Or(cc.User, "u1")
+	_, err = db.ForgetUser(ctx, "res", user)
 	fmt.Fprintln(os.Stderr, "erase child: ForgetUser returned:", err)
 	os.Exit(3)
 }
@@ -369,9 +371,14 @@ func eraseChild() {
 // user committed, before the scrub of the destroyed key's residue
 // (crashpoint.EraseCommitted), then reopens the store: once it is open,
 // the destroyed wrapped key must leave no copy in the bytes the database
-// keeps (as TestNoResidueAfterErasure checks after an erasure returned).
-// On SQLite, Open's checkpoint removes it; on PostgreSQL, Open rewrites
-// the partitions the erase marked in scrub_pending in its transaction.
+// keeps (as TestNoResidueAfterErasure checks after an erasure returned),
+// nor the key's old name (the user's blind reference) a tuple of
+// data_keys. On SQLite, Open's checkpoint removes them; on PostgreSQL,
+// Open rewrites the partitions the erase marked in scrub_pending in its
+// transaction, and runs the plain VACUUM of data_keys that the erase's
+// mark there asks for. The second user's grains were all forgotten before
+// the erasure, so that no round of the cleaner at Open (which VACUUMs
+// data_keys after deleting erased rows) prunes the old name by chance.
 func TestNoResidueAfterCrashAtErase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a child process")
@@ -382,52 +389,108 @@ func TestNoResidueAfterCrashAtErase(t *testing.T) {
 		var batch []lethe.Grain
 		for i := range 20 {
 			batch = append(batch, lethe.Grain{Memory: "res", Type: "fact", Subject: fmt.Sprintf("s%d", i), Relation: "r",
-				Object: fmt.Sprintf("o%d", i), UserID: fmt.Sprintf("u%d", i%2), Scope: "acme"})
+				Object: fmt.Sprintf("o%d", i), UserID: fmt.Sprintf("u%d", i%3), Scope: "acme"})
 		}
-		if _, err := db.AddBatch(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		dry, err := db.ForgetUser(ctx, "res", "u1", lethe.DryRun())
+		hashes, err := db.AddBatch(ctx, batch)
 		if err != nil {
 			t.Fatal(err)
 		}
+		for i, h := range hashes {
+			if batch[i].UserID == "u2" {
+				if _, err := db.Forget(ctx, lethe.Selector{Memory: "res", Hash: h}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		collectLeaves(t, db)
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		wrapped := raw.query(t, `SELECT wrapped FROM data_keys WHERE fingerprint = ?`, dry.KeyFingerprint)
-		if len(wrapped) != 1 || len(wrapped[0]) < 64 {
-			t.Fatalf("the wrapped key of u1: %d rows", len(wrapped))
-		}
-		if len(raw.residue(t, wrapped[0])) == 0 {
-			t.Fatal("the live key is not found in the raw bytes: the search is blind")
-		}
+		for _, user := range []string{"u1", "u2"} {
+			db := openDB(t, cfg)
+			dry, err := db.ForgetUser(ctx, "res", user, lethe.DryRun())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]int64{"u1": 7, "u2": 0}[user]; dry.Count != want {
+				t.Fatalf("%s holds %d grains, want %d", user, dry.Count, want)
+			}
+			collectLeaves(t, db)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wrapped := raw.query(t, `SELECT wrapped FROM data_keys WHERE fingerprint = ?`, dry.KeyFingerprint)
+			if len(wrapped) != 1 || len(wrapped[0]) < 64 {
+				t.Fatalf("the wrapped key of %s: %d rows", user, len(wrapped))
+			}
+			if len(raw.residue(t, wrapped[0])) == 0 {
+				t.Fatal("the live key is not found in the raw bytes: the search is blind")
+			}
+			ref := raw.query(t, `SELECT name FROM data_keys WHERE fingerprint = ?`, dry.KeyFingerprint)
+			if len(ref) != 1 || len(raw.tuples(t, "data_keys", ref[0])) == 0 {
+				t.Fatalf("the name of %s's key is not found in data_keys' tuples: the search is blind", user)
+			}
 
-		cc, err := json.Marshal(childConfig{DataDir: cfg.DataDir, PostgresDSN: cfg.PostgresDSN})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashEraseEnv+"="+string(cc), crashpoint.Env+"="+crashpoint.EraseCommitted)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err = cmd.Run()
-		if !strings.Contains(stderr.String(), "lethe: crashpoint "+crashpoint.EraseCommitted+"@1 reached") {
-			t.Fatalf("the child did not die at %s: %v\n%s", crashpoint.EraseCommitted, err, stderr.String())
-		}
-		t.Logf("right after the crash, the destroyed key lies in %v", raw.residue(t, wrapped[0]))
+			cc, err := json.Marshal(childConfig{DataDir: cfg.DataDir, PostgresDSN: cfg.PostgresDSN, User: user})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), crashEraseEnv+"="+string(cc), crashpoint.Env+"="+crashpoint.EraseCommitted)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err = cmd.Run()
+			if !strings.Contains(stderr.String(), "lethe: crashpoint "+crashpoint.EraseCommitted+"@1 reached") {
+				t.Fatalf("the child did not die at %s: %v\n%s", crashpoint.EraseCommitted, err, stderr.String())
+			}
+			t.Logf("%s: right after the crash, the destroyed key lies in %v, its old name in %v", user,
+				raw.residue(t, wrapped[0]), raw.tuples(t, "data_keys", ref[0]))
 
+			db = openDB(t, cfg)
+			if _, err := db.ForgetUser(ctx, "res", user, lethe.DryRun()); lethe.ErrorCode(err) != "not_found" {
+				t.Fatalf("the erased user %s's key: %v, want not_found", user, err)
+			}
+			if where := raw.residue(t, wrapped[0]); len(where) > 0 {
+				t.Errorf("%s: the store reopened after a crash between an erasure's commit and its scrub: the destroyed key lies in %v", user, where)
+			}
+			if where := nameResidue(t, raw, ref[0]); len(where) > 0 {
+				t.Errorf("%s: the store reopened after a crash between an erasure's commit and its scrub: the key's old name lies in %v", user, where)
+			}
+			if left := namesMarked(t, raw); len(left) > 0 {
+				t.Errorf("%s: after the VACUUM at open, scrub_names keeps %v", user, left)
+			}
+			collectLeaves(t, db)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if where := raw.residue(t, wrapped[0]); len(where) > 0 {
+				t.Errorf("%s: the store closed after a crash between an erasure's commit and its scrub: the destroyed key lies in %v", user, where)
+			}
+		}
+		// Without a crash, the VACUUM after the erase takes its mark.
 		db = openDB(t, cfg)
-		if _, err := db.ForgetUser(ctx, "res", "u1", lethe.DryRun()); lethe.ErrorCode(err) != "not_found" {
-			t.Fatalf("the erased user's key: %v, want not_found", err)
-		}
-		if where := raw.residue(t, wrapped[0]); len(where) > 0 {
-			t.Errorf("the store reopened after a crash between an erasure's commit and its scrub: the destroyed key lies in %v", where)
-		}
-		if err := db.Close(); err != nil {
+		if _, err := db.ForgetUser(ctx, "res", "u0"); err != nil {
 			t.Fatal(err)
 		}
-		if where := raw.residue(t, wrapped[0]); len(where) > 0 {
-			t.Errorf("the store closed after a crash between an erasure's commit and its scrub: the destroyed key lies in %v", where)
+		if left := namesMarked(t, raw); len(left) > 0 {
+			t.Errorf("after an erasure and its VACUUM, scrub_names keeps %v", left)
 		}
+	})
+}
+
+// namesMarked returns the rows of scrub_names (PostgreSQL: the erases'
+// marks of renamed user keys, see store.markNamesSQL) once the background
+// VACUUM had 30 s to take them; nil on SQLite.
+func namesMarked(t *testing.T, raw rawStore) []string {
+	t.Helper()
+	if _, ok := raw.(pgRaw); !ok {
+		return nil
+	}
+	return afterScrub(raw, func() []string {
+		var ids []string
+		for _, id := range raw.query(t, `SELECT id::text FROM scrub_names`) {
+			ids = append(ids, string(id))
+		}
+		return ids
 	})
 }

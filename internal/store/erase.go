@@ -303,6 +303,11 @@ func (db *DB) eraseTx(ctx context.Context, spec EraseSpec, mk EventsFunc[*Erasur
 		if res.RowsAffected != int64(len(ids)) {
 			return grains.Errorf(grains.CodeConflict, "a concurrent erase destroyed the key first")
 		}
+		if slices.ContainsFunc(victims, func(v KeyRow) bool { return v.Kind == string(keys.KindUser) }) {
+			if err := markNames(tx); err != nil { // the user keys were renamed
+				return err
+			}
+		}
 		if err := bumpEpoch(tx, spec.Memory); err != nil {
 			return err
 		}

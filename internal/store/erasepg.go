@@ -114,6 +114,7 @@ func (db *DB) eraseUserPG(ctx context.Context, spec EraseSpec, mk EventsFunc[*Er
 		q.Exec(ctx, `INSERT INTO erase_cleanup (memory, kind, scope, key_id, created_us) VALUES ($1, $2, '', $3, $4)`,
 			spec.Memory, string(keys.KindUser), key.ID, spec.Now)
 		q.Exec(ctx, markDirtyPG, strings.Join(dirty, ","))
+		q.Exec(ctx, markNamesSQL) // the key is renamed
 		if err := insertEventsPG(ctx, q, spec.Now, evs); err != nil {
 			return err
 		}

@@ -66,7 +66,8 @@ func (db *DB) migrateDestroyedNames(ctx context.Context) error {
 // checkpoint (secure_delete zeroed the old cells and index entries in the
 // pages written; the checkpoint takes the older page images out of the
 // log); on PostgreSQL the background VACUUM a forget gets, whose list
-// holds data_keys: the old tuple leaves the heap's items, but, as a
+// holds data_keys (an erase that renames marks scrub_names in its
+// transaction, see markNamesSQL, so that Open runs it after a crash): the old tuple leaves the heap's items, but, as a
 // forgotten row's, its bytes can stay in the page's free space until
 // overwritten, and its index entry until autovacuum cleans the index.
 // Rewriting data_keys (VACUUM FULL) would remove them, but costs the whole

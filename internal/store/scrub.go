@@ -94,6 +94,24 @@ const markDirtySQL = `INSERT INTO scrub_pending (tbl, xid) SELECT t, txid_curren
 // markDirtyPG is markDirtySQL for a pgx batch.
 var markDirtyPG = strings.Replace(markDirtySQL, "?", "$1", 1)
 
+// markNamesSQL adds a row to scrub_names, in the transaction of an erase
+// that renamed user keys (see destroyedName; PostgreSQL). The keys' old
+// tuples in data_keys hold the user refs until a plain VACUUM prunes
+// them: the background one after the erase (vacuumGrains), which deletes
+// the rows it covered once no older snapshot could keep the tuples. A
+// process killed before that leaves the rows, and Open runs that VACUUM
+// again (TestNoResidueAfterCrashAtErase); before, a crash left the old
+// names until autovacuum's next run.
+const markNamesSQL = `INSERT INTO scrub_names DEFAULT VALUES`
+
+// markNames runs markNamesSQL in tx (PostgreSQL).
+func markNames(tx *gorm.DB) error {
+	if tx.Dialector.Name() != "postgres" {
+		return nil
+	}
+	return translate(tx.Exec(markNamesSQL).Error, "record the scrub")
+}
+
 // markDirty records tables in scrub_pending in tx (PostgreSQL), so that
 // the rewrite they need outlives a crash between the erase's commit and
 // its scrub: the scrub deletes a table's rows only once it rewrote the
@@ -115,6 +133,9 @@ func (db *DB) migrateScrubPending(ctx context.Context) error {
 		return nil
 	}
 	g := db.gorm.WithContext(ctx)
+	if err := g.Exec(`CREATE TABLE IF NOT EXISTS scrub_names (id bigserial PRIMARY KEY, xid bigint NOT NULL DEFAULT txid_current())`).Error; err != nil {
+		return err
+	}
 	var existed bool
 	if err := g.Raw(`SELECT to_regclass('scrub_pending') IS NOT NULL`).Scan(&existed).Error; err != nil {
 		return err
@@ -521,13 +542,20 @@ func (db *DB) vacuumGrains(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	// The erases' marks of renamed user keys (see markNamesSQL), read
+	// first: their transactions committed before the snapshot below.
+	var names int64
+	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(max(id), 0) FROM scrub_names`).Scan(&names); err != nil {
+		return err
+	}
 	// Every transaction with an xid below the snapshot's xmax began before
 	// now, the forget's among them.
 	var next int64
 	if err := conn.QueryRowContext(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&next); err != nil {
 		return err
 	}
-	if _, err := waitOlder(ctx, conn, next, grainScrubWait); err != nil {
+	older, err := waitOlder(ctx, conn, next, grainScrubWait)
+	if err != nil {
 		return err
 	}
 	// grain_postings: the drain rewrote the blocks holding the grain, and
@@ -543,7 +571,15 @@ func (db *DB) vacuumGrains(ctx context.Context) error {
 	// about 100 ms without: under a stream of forgets, once a second, it
 	// took most of a core from them. The index entries (row ids, hashes,
 	// blind tokens: never content) go with autovacuum's next run.
-	_, err = conn.ExecContext(ctx, `VACUUM (PARALLEL 0, INDEX_CLEANUP OFF) grains, grain_tags, grain_postings, grain_docs, posting_garbage, data_keys`)
+	if _, err = conn.ExecContext(ctx, `VACUUM (PARALLEL 0, INDEX_CLEANUP OFF) grains, grain_tags, grain_postings, grain_docs, posting_garbage, data_keys`); err != nil {
+		return err
+	}
+	// With a snapshot older than the marks still open, the VACUUM may
+	// have kept the old names: the marks stay for the next one.
+	if names == 0 || older > 0 {
+		return nil
+	}
+	_, err = conn.ExecContext(ctx, `DELETE FROM scrub_names WHERE id <= $1`, names)
 	return err
 }
 
@@ -563,8 +599,13 @@ func (db *DB) RetryScrub(ctx context.Context) error {
 		return nil
 	}
 	var n int64
-	if err := db.gorm.WithContext(ctx).Raw(`SELECT count(*) FROM scrub_pending`).Scan(&n).Error; err != nil {
+	var names bool
+	if err := db.gorm.WithContext(ctx).Raw(`SELECT (SELECT count(*) FROM scrub_pending), EXISTS (SELECT 1 FROM scrub_names)`).
+		Row().Scan(&n, &names); err != nil {
 		return translate(err, "scrub keys")
+	}
+	if names {
+		db.scrubForget(ctx) // in the background: see markNamesSQL
 	}
 	if n == 0 {
 		return nil
