@@ -21,6 +21,12 @@ func TestNoStore(t *testing.T) {
 	admin := f.token("admin", []string{"*"})
 	m := "/api/memories/ns"
 	h := f.add(admin, "ns", api.GrainInput{Type: "fact", Subject: alice, UserID: userU1})
+	// A forget answers once its event is in the log, with its proof: the
+	// checkpoints below then exist. (An erasure request's event reaches the
+	// log through the sequencer in the background: under load, the
+	// checkpoint was asked for before it and answered 404.)
+	gone := f.add(admin, "ns", api.GrainInput{Type: "fact", Subject: alice, Object: "forgotten", UserID: userU1})
+	f.want(f.call(admin, "POST", m+"/forget", api.ForgetRequest{BlobHash: &gone}), 200, "")
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)

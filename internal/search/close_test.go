@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/lethe-io/lethe/internal/testenv"
 )
@@ -36,13 +37,22 @@ func TestCloseStopsBuild(t *testing.T) {
 		t.Fatal("no build in progress when Close is called: the test checks nothing")
 	}
 	s.Close()
-	if n := searchGoroutines(); n > 0 {
-		t.Fatalf("%d goroutines of package search run after Close", n)
-	}
 	s.mu.RLock()
 	if s.building || s.g != nil {
 		t.Errorf("after Close: building %v, graph %v", s.building, s.g != nil)
 	}
+	s.mu.RUnlock()
+	// A goroutine of the build that has signalled its end (the WaitGroup
+	// Close waits for) may still be returning for a moment, longer on a
+	// loaded machine: one was seen once in CI beside a benchmark. The
+	// check above is what fails when Close does not wait for the build.
+	for deadline := time.Now().Add(time.Second); searchGoroutines() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := searchGoroutines(); n > 0 {
+		t.Fatalf("%d goroutines of package search run a second after Close", n)
+	}
+	s.mu.RLock()
 	for i, dead := range s.dead {
 		if dead && slices.ContainsFunc(s.vec(uint32(i)), func(x float32) bool { return x != 0 }) {
 			t.Errorf("dead slot %d not zeroed", i)
