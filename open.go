@@ -125,7 +125,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		now:    cfg.Now,
 		kek:    kek,
 	}
-	db.cleaner = erasure.NewCleaner(db.PurgeErased, cfg.Logger)
+	// The cleaner is background work: on SQLite it takes the lock when free
+	// rather than queue before requests (store.Background).
+	db.cleaner = erasure.NewCleaner(func(ctx context.Context) (int, error) { return db.PurgeErased(store.Background(ctx)) }, cfg.Logger)
 	db.sealer = sealing.New(db.ring)
 	if err := db.openAudit(ctx, &cfg); err != nil {
 		st.Close()

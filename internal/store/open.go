@@ -76,7 +76,7 @@ func OpenDatabase(ctx context.Context, d Database) (*gorm.DB, error) {
 		return nil, translate(err, "open database")
 	}
 	if p, ok := g.ConnPool.(*gorm.PreparedStmtDB); ok && cached {
-		pool := &stmtPool{p}
+		pool := &stmtPool{PreparedStmtDB: p, gate: gateFor(d.DSN)}
 		g.ConnPool, g.Statement.ConnPool = pool, pool
 	}
 	if d.MaxOpenConns > 0 {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"sync"
 
 	"gorm.io/gorm"
 )
@@ -26,7 +27,12 @@ import (
 //
 // A statement stays prepared on each connection it ran on until gorm's
 // cache evicts it: the cache keeps the stmtCacheSize statements used last.
-type stmtPool struct{ *gorm.PreparedStmtDB }
+//
+// Its transactions pass the file's writeGate first.
+type stmtPool struct {
+	*gorm.PreparedStmtDB
+	gate *writeGate
+}
 
 // stmtCacheSize bounds the statements a stmtPool keeps prepared. A
 // transaction's statements used to be closed with it; kept, they cost
@@ -37,21 +43,27 @@ type stmtPool struct{ *gorm.PreparedStmtDB }
 // cache keeps the first and lets the others go.
 const stmtCacheSize = 64
 
-// BeginTx implements gorm.ConnPoolBeginner.
+// BeginTx implements gorm.ConnPoolBeginner: the transaction begins once
+// it passed the pool's write gate, and leaves it at its Commit or
+// Rollback.
 func (p *stmtPool) BeginTx(ctx context.Context, opt *sql.TxOptions) (gorm.ConnPool, error) {
+	leave := p.gate.enter(ctx)
 	c, err := p.PreparedStmtDB.BeginTx(ctx, opt)
 	if err != nil {
+		leave()
 		return c, err
 	}
 	t, ok := c.(*gorm.PreparedStmtTX)
 	if !ok {
+		leave() // not gorm's prepared transaction: SQLite's lock alone
 		return c, nil
 	}
 	sqlTx, ok := t.Tx.(*sql.Tx)
 	if !ok {
+		leave()
 		return c, nil
 	}
-	return &stmtTx{PreparedStmtTX: t, tx: sqlTx, pool: p}, nil
+	return &stmtTx{PreparedStmtTX: t, tx: sqlTx, pool: p, leave: sync.OnceFunc(leave)}, nil
 }
 
 // stmt returns query prepared on the database, from gorm's cache.
@@ -78,8 +90,22 @@ func (p *stmtPool) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 // stmtTx is a transaction of a stmtPool.
 type stmtTx struct {
 	*gorm.PreparedStmtTX
-	tx   *sql.Tx
-	pool *stmtPool
+	tx    *sql.Tx
+	pool  *stmtPool
+	leave func() // the write gate, once
+}
+
+// Commit implements gorm.TxCommitter. The gate opens whatever the commit
+// returns (gorm then rolls back, which finds it open).
+func (t *stmtTx) Commit() error {
+	defer t.leave()
+	return t.PreparedStmtTX.Commit()
+}
+
+// Rollback implements gorm.TxCommitter.
+func (t *stmtTx) Rollback() error {
+	defer t.leave()
+	return t.PreparedStmtTX.Rollback()
 }
 
 // ExecContext implements gorm.ConnPool.

@@ -173,7 +173,9 @@ func (s *Sweeper) runTracker(stop <-chan struct{}) {
 			part := rs[i:min(i+retrievalTx, len(rs))]
 			// Each transaction has its own deadline: a backlog's
 			// transactions and rests together may take longer.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// Background work: on SQLite it takes the lock when free
+			// rather than queue before requests (store.Background).
+			ctx, cancel := context.WithTimeout(store.Background(context.Background()), 30*time.Second)
 			err := s.store.RecordRetrievals(ctx, part, f.policy.Ladder.RetrievalBump)
 			cancel()
 			took = time.Since(start)
