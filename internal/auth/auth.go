@@ -233,6 +233,11 @@ func (s *Spec) Validate() error {
 	}
 	for i, m := range s.Memories {
 		if m == AllMemories {
+			// As a hook's "*" (hooks.events): every memory, so naming
+			// others beside it says something it does not do.
+			if len(s.Memories) > 1 {
+				return grains.FieldError(grains.CodeInvalidArgument, fmt.Sprintf("memories[%d]", i), `"*" stands alone`)
+			}
 			continue
 		}
 		if err := grains.ValidateMemory(m); err != nil {

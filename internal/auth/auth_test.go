@@ -105,6 +105,8 @@ func TestSpecValidate(t *testing.T) {
 	}{
 		{"ok", Spec{Roles: []Role{Reader}, Memories: []string{"m"}}, ""},
 		{"all", Spec{Roles: []Role{Admin}, Memories: []string{"*"}}, ""},
+		{"all and one", Spec{Roles: []Role{Reader}, Memories: []string{"m", "*"}}, grains.CodeInvalidArgument},
+		{"all twice", Spec{Roles: []Role{Reader}, Memories: []string{"*", "*"}}, grains.CodeInvalidArgument},
 		{"no roles", Spec{Memories: []string{"m"}}, grains.CodeInvalidArgument},
 		{"bad role", Spec{Roles: []Role{"root"}, Memories: []string{"m"}}, grains.CodeInvalidArgument},
 		{"no memories", Spec{Roles: []Role{Reader}}, grains.CodeInvalidArgument},
