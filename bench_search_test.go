@@ -87,9 +87,13 @@ func randomVector(r *rand.Rand, dim int) []float32 {
 }
 
 // p50 returns the median of ds in milliseconds.
-func p50(ds []time.Duration) float64 {
+func p50(ds []time.Duration) float64 { return pctMS(ds, 50) }
+
+// pctMS returns the pct-th percentile of ds in milliseconds (ds sorted in
+// place).
+func pctMS(ds []time.Duration, pct int) float64 {
 	slices.Sort(ds)
-	return float64(ds[len(ds)/2]) / float64(time.Millisecond)
+	return float64(ds[len(ds)*pct/100]) / float64(time.Millisecond)
 }
 
 // BenchmarkSearchText times text queries of two words drawn from ranks 50
