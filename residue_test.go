@@ -667,6 +667,9 @@ func TestDestroyedNamesMigrate(t *testing.T) {
 		if where := nameResidue(t, raw, names[0]); len(where) > 0 {
 			t.Errorf("a destroyed key's name after the migration: residue in %v", where)
 		}
+		if left := namesMarked(t, raw); len(left) > 0 {
+			t.Errorf("after the migration's VACUUM, scrub_names keeps %v", left)
+		}
 		if got := raw.query(t, `SELECT name FROM data_keys WHERE memory = 'mig' AND kind = 'user'`); len(got) != 1 || !strings.HasPrefix(string(got[0]), "erased-") {
 			t.Errorf("the destroyed key's name after the migration: %q", got)
 		}

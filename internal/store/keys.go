@@ -42,7 +42,7 @@ const destroyedName = `CASE WHEN kind = 'user' THEN 'erased-' || CAST(id AS TEXT
 
 // migrateDestroyedNames renames the user keys that an earlier version
 // destroyed with their names (see destroyedName), and scrubs the old
-// names as an erase does.
+// names as an erase does, marking scrub_names in the same transaction.
 func (db *DB) migrateDestroyedNames(ctx context.Context) error {
 	var n int64
 	err := db.gorm.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -52,7 +52,7 @@ func (db *DB) migrateDestroyedNames(ctx context.Context) error {
 			return res.Error
 		}
 		n = res.RowsAffected
-		return nil
+		return markNames(tx) // as an erase's rename (see markNamesSQL)
 	})
 	if err != nil || n == 0 {
 		return err
