@@ -95,6 +95,3 @@ func (g *writeGate) enter(ctx context.Context) func() {
 }
 
 func (g *writeGate) leave() { <-g.ch }
-
-// held reports whether a transaction holds the gate (tests).
-func (g *writeGate) held() bool { return len(g.ch) > 0 }

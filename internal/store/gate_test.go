@@ -10,6 +10,9 @@ import (
 	"gorm.io/gorm"
 )
 
+// held reports whether a transaction holds the gate.
+func (g *writeGate) held() bool { return len(g.ch) > 0 }
+
 // gateOf returns the write gate of a SQLite store's transactions.
 func gateOf(t *testing.T, db *DB) *writeGate {
 	t.Helper()
